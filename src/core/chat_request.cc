@@ -1,0 +1,187 @@
+#include "core/chat_request.h"
+
+#include <array>
+#include <utility>
+
+namespace hengshi {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array kKnownRoles = {"system", "user", "assistant", "tool", "developer", "function"};
+
+bool known_role(const std::string& role) {
+  for (const char* known : kKnownRoles) {
+    if (role == known) return true;
+  }
+  return false;
+}
+
+ApiError bad(std::string code, std::string message, std::string param) {
+  return ApiError::invalid_request(std::move(code), std::move(message), std::move(param));
+}
+
+// Flattens string content or an array of {"type":"text","text":...} parts; other part types
+// (images, audio) are kept in the forwarded body but contribute no routing text.
+Result<std::string, ApiError> content_text(const json& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (content.is_null()) return std::string();
+  if (!content.is_array()) {
+    return bad("invalid_type", param + " must be a string or an array of content parts", param);
+  }
+  std::string text;
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    std::string part_param = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      return bad("invalid_type", part_param + " must be an object with a string \"type\"", part_param);
+    }
+    if (part["type"] == "text") {
+      if (!part.contains("text") || !part["text"].is_string()) {
+        return bad("invalid_type", part_param + ".text must be a string", part_param + ".text");
+      }
+      if (!text.empty()) text += '\n';
+      text += part["text"].get<std::string>();
+    }
+  }
+  return text;
+}
+
+Result<HengshiExtension, ApiError> parse_extension(const json& ext) {
+  HengshiExtension out;
+  if (!ext.is_object()) return bad("invalid_type", "hengshi must be an object", "hengshi");
+  for (const auto& [key, value] : ext.items()) {
+    std::string param = "hengshi." + key;
+    if (key == "task_type" || key == "session_id" || key == "pii_policy") {
+      if (!value.is_string()) return bad("invalid_type", param + " must be a string", param);
+      std::string text = value.get<std::string>();
+      if (key == "task_type") out.task_type = std::move(text);
+      else if (key == "session_id") out.session_id = std::move(text);
+      else out.pii_policy = std::move(text);
+    } else if (key == "deadline_ms") {
+      if (!value.is_number_integer() || value.get<std::int64_t>() <= 0) {
+        return bad("invalid_value", param + " must be a positive integer (milliseconds)", param);
+      }
+      out.deadline_ms = value.get<std::int64_t>();
+    } else if (key == "tags") {
+      if (!value.is_array()) return bad("invalid_type", param + " must be an array of strings", param);
+      for (const auto& tag : value) {
+        if (!tag.is_string()) return bad("invalid_type", param + " must be an array of strings", param);
+        out.tags.push_back(tag.get<std::string>());
+      }
+    } else {
+      return bad("unknown_parameter", "unknown field " + param, param);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ChatRequest::last_user_text() const {
+  for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
+    if (it->role == "user") return it->text;
+  }
+  return {};
+}
+
+Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return bad("invalid_json", "request body is not valid JSON", "");
+  }
+  if (!doc.is_object()) return bad("invalid_type", "request body must be a JSON object", "");
+
+  ChatRequest req;
+  if (doc.contains("model")) {
+    if (!doc["model"].is_string()) return bad("invalid_type", "model must be a string", "model");
+    req.model = doc["model"].get<std::string>();
+  }
+
+  if (!doc.contains("messages")) {
+    return bad("missing_required_parameter", "messages is required", "messages");
+  }
+  const json& messages = doc["messages"];
+  if (!messages.is_array()) return bad("invalid_type", "messages must be an array", "messages");
+  if (messages.empty()) {
+    return bad("invalid_value", "messages must contain at least one message", "messages");
+  }
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const json& msg = messages[i];
+    std::string param = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) return bad("invalid_type", param + " must be an object", param);
+    if (!msg.contains("role") || !msg["role"].is_string()) {
+      return bad("missing_required_parameter", param + ".role is required and must be a string",
+                 param + ".role");
+    }
+    std::string role = msg["role"].get<std::string>();
+    if (!known_role(role)) {
+      return bad("invalid_value",
+                 param + ".role '" + role +
+                     "' is not one of system, user, assistant, tool, developer, function",
+                 param + ".role");
+    }
+    bool has_tool_calls = msg.contains("tool_calls");
+    if (!msg.contains("content") && !(role == "assistant" && has_tool_calls)) {
+      return bad("missing_required_parameter", param + ".content is required", param + ".content");
+    }
+    auto text = content_text(msg.contains("content") ? msg["content"] : json(nullptr),
+                             param + ".content");
+    if (!text) return text.error();
+    req.messages.push_back({std::move(role), std::move(*text)});
+  }
+
+  if (doc.contains("stream")) {
+    if (!doc["stream"].is_boolean()) return bad("invalid_type", "stream must be a boolean", "stream");
+    req.stream = doc["stream"].get<bool>();
+  }
+  if (doc.contains("stream_options") && !doc["stream_options"].is_null()) {
+    const json& opts = doc["stream_options"];
+    if (!opts.is_object()) {
+      return bad("invalid_type", "stream_options must be an object", "stream_options");
+    }
+    if (opts.contains("include_usage")) {
+      if (!opts["include_usage"].is_boolean()) {
+        return bad("invalid_type", "stream_options.include_usage must be a boolean",
+                   "stream_options.include_usage");
+      }
+      req.include_usage = opts["include_usage"].get<bool>();
+    }
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (doc.contains(key) && !doc[key].is_null()) {
+      if (!doc[key].is_number_integer() || doc[key].get<std::int64_t>() <= 0) {
+        return bad("invalid_value", std::string(key) + " must be a positive integer", key);
+      }
+      req.max_tokens = doc[key].get<std::int64_t>();
+    }
+  }
+  for (const char* key : {"temperature", "top_p"}) {
+    if (doc.contains(key) && !doc[key].is_null() && !doc[key].is_number()) {
+      return bad("invalid_type", std::string(key) + " must be a number", key);
+    }
+  }
+  if (doc.contains("stop") && !doc["stop"].is_null()) {
+    const json& stop = doc["stop"];
+    if (stop.is_string()) {
+      req.stop.push_back(stop.get<std::string>());
+    } else if (stop.is_array()) {
+      for (const auto& s : stop) {
+        if (!s.is_string()) return bad("invalid_type", "stop must be a string or array of strings", "stop");
+        req.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return bad("invalid_type", "stop must be a string or array of strings", "stop");
+    }
+  }
+  if (doc.contains("hengshi")) {
+    auto ext = parse_extension(doc["hengshi"]);
+    if (!ext) return ext.error();
+    req.hengshi = std::move(*ext);
+    doc.erase("hengshi");
+  }
+  req.body = std::move(doc);
+  return req;
+}
+
+}  // namespace hengshi

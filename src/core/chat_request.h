@@ -1,0 +1,50 @@
+// ChatRequest: a validated OpenAI chat-completions request plus hengshi's extension object.
+// parse_chat_request() is the only way in: it rejects what the gateway cannot serve with an
+// OpenAI-style 400 naming the offending field, and keeps the caller's body for pass-through so
+// no field the caller sent is silently dropped on the way to a cloud upstream.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/api_error.h"
+#include "core/result.h"
+
+namespace hengshi {
+
+struct ChatMessage {
+  std::string role;  // system | user | assistant | tool | developer | function
+  std::string text;  // text content flattened (string content, or the text parts of an array)
+};
+
+// The optional "hengshi" request object (DESIGN.md §4); headers X-Hengshi-* fill the same fields.
+struct HengshiExtension {
+  std::string task_type;
+  std::string session_id;
+  std::optional<std::int64_t> deadline_ms;  // budget for the whole request, from arrival
+  std::vector<std::string> tags;
+  std::string pii_policy;
+};
+
+struct ChatRequest {
+  std::string model;
+  std::vector<ChatMessage> messages;
+  bool stream = false;
+  bool include_usage = false;               // stream_options.include_usage
+  std::optional<std::int64_t> max_tokens;   // max_tokens or max_completion_tokens
+  std::vector<std::string> stop;
+  HengshiExtension hengshi;
+  nlohmann::json body;  // the caller's body without "hengshi": forwarded upstream as it came
+
+  // The last user message, the text routing and the edge look at.
+  std::string last_user_text() const;
+};
+
+Result<ChatRequest, ApiError> parse_chat_request(std::string_view body);
+
+}  // namespace hengshi

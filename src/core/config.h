@@ -1,0 +1,69 @@
+// Config: every setting of the gateway, each with an embedded default so `hengshi serve`
+// runs with no file. load_config() reads a YAML file over the defaults and validates it;
+// an error names the file, the field and the reason. Secrets are never in the file: an upstream
+// names the environment variable that holds its API key (api_key_env).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace hengshi {
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
+  int threads = 0;                        // I/O threads; 0 = hardware concurrency
+  std::int64_t max_body_bytes = 1 << 20;  // larger bodies get 413
+  std::int64_t idle_timeout_ms = 60'000;  // keep-alive connection with no request is closed
+  std::int64_t read_timeout_ms = 30'000;  // one request's headers + body must arrive within this
+  std::int64_t default_deadline_ms = 60'000;  // request budget when the caller sets none
+  std::int64_t drain_timeout_ms = 30'000;     // SIGTERM: in-flight requests get this long
+};
+
+struct UpstreamConfig {
+  std::string name;              // unique within its pool; defaults to the base_url
+  std::string base_url;          // e.g. https://api.example.com/v1 (http or https)
+  std::string model;             // model name sent upstream
+  std::string api_key_env;       // environment variable holding the key; empty = no auth header
+  double price_input_per_1k = 0;   // currency units per 1k prompt tokens
+  double price_output_per_1k = 0;  // per 1k completion tokens
+  std::int64_t connect_timeout_ms = 2'000;
+  std::int64_t ttft_timeout_ms = 10'000;    // until the first byte of the response body
+  std::int64_t total_timeout_ms = 60'000;   // the whole upstream exchange
+  int max_concurrent = 256;                 // in-flight requests to this member
+  bool tls_verify = true;                   // verify the server certificate (https only)
+  std::string ca_file;                      // extra CA bundle (PEM) to trust, e.g. a private CA
+};
+
+struct PoolConfig {
+  std::string name;                  // cloud-small | cloud-large
+  std::string balancer = "p2c";      // p2c (power of two choices on latency) | least_outstanding
+  std::vector<UpstreamConfig> members;
+};
+
+struct RoutingConfig {
+  std::string default_pool = "cloud-small";  // used when model names no pool
+};
+
+struct Config {
+  std::string source = "<embedded defaults>";  // file the config came from, for messages
+  ServerConfig server;
+  RoutingConfig routing;
+  std::vector<PoolConfig> pools;
+
+  const PoolConfig* find_pool(const std::string& name) const;
+};
+
+// The embedded defaults: both pools point at a local hengshi-sim on 127.0.0.1:9101.
+Config default_config();
+
+// Reads YAML from a file on top of default_config() and validates the result.
+Result<Config> load_config_file(const std::string& path);
+// Same, from text (source names the origin in messages).
+Result<Config> load_config_text(const std::string& yaml_text, const std::string& source);
+// Checks cross-field rules (unique names, known pools, positive timeouts, parseable URLs).
+Status validate_config(const Config& config);
+
+}  // namespace hengshi

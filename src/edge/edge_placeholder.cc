@@ -1,0 +1,4 @@
+// Keeps the edge library non-empty until its engines land.
+namespace hengshi::edge {
+int edge_placeholder() { return 0; }
+}  // namespace hengshi::edge
