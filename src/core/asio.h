@@ -3,6 +3,7 @@
 // so every file reaches Asio through this header.
 #pragma once
 
+#include <string_view>
 #include <utility>
 
 #include <boost/asio.hpp>
@@ -23,4 +24,7 @@ using tcp = boost::asio::ip::tcp;
 template <typename T>
 using awaitable = boost::asio::awaitable<T>;
 inline constexpr auto use_awaitable = boost::asio::use_awaitable;
+
+// Beast 1.74 uses boost::string_view; the project uses std::string_view.
+inline std::string_view to_std(boost::beast::string_view text) { return {text.data(), text.size()}; }
 }  // namespace hengshi

@@ -47,9 +47,16 @@ struct RoutingConfig {
   std::string default_pool = "cloud-small";  // used when model names no pool
 };
 
+struct LogConfig {
+  // One JSON line per request (DESIGN.md §4): "-" = stdout, a path = append to that file,
+  // "" = off (benchmarks).
+  std::string requests = "-";
+};
+
 struct Config {
   std::string source = "<embedded defaults>";  // file the config came from, for messages
   ServerConfig server;
+  LogConfig log;
   RoutingConfig routing;
   std::vector<PoolConfig> pools;
 

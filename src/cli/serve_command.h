@@ -1,0 +1,20 @@
+// `hengshi serve`: loads the config (embedded defaults when no file), builds the pools and the
+// HTTP server, serves until SIGTERM/SIGINT, then drains in-flight requests and exits.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace hengshi::cli {
+
+struct ServeOptions {
+  std::string config_path;
+  std::string listen;  // overrides server.listen
+  int threads = -1;    // overrides server.threads when >= 0
+};
+
+void add_serve_command(CLI::App& app, int& exit_code);
+int run_serve(const ServeOptions& options);
+
+}  // namespace hengshi::cli

@@ -1,0 +1,240 @@
+#include "core/config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "core/url.h"
+
+namespace hengshi {
+namespace {
+
+// Thrown only inside this file while walking YAML; converted to Error before returning.
+struct FieldError {
+  std::string field;
+  std::string reason;
+};
+
+std::string join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+void reject_unknown(const YAML::Node& node, const std::string& path,
+                    const std::set<std::string>& known) {
+  if (!node.IsMap()) throw FieldError{path.empty() ? "<root>" : path, "must be a mapping"};
+  for (const auto& item : node) {
+    auto key = item.first.as<std::string>();
+    if (!known.count(key)) {
+      std::string allowed;
+      for (const auto& k : known) allowed += (allowed.empty() ? "" : ", ") + k;
+      throw FieldError{join(path, key), "unknown field (allowed: " + allowed + ")"};
+    }
+  }
+}
+
+template <typename T>
+void read(const YAML::Node& node, const std::string& path, const std::string& key, T& out) {
+  const YAML::Node child = node[key];
+  if (!child) return;
+  try {
+    out = child.as<T>();
+  } catch (const YAML::Exception&) {
+    const char* want = std::is_same_v<T, std::string> ? "a string"
+                       : std::is_same_v<T, bool>      ? "a boolean"
+                       : std::is_integral_v<T>        ? "an integer"
+                                                      : "a number";
+    throw FieldError{join(path, key), std::string("must be ") + want};
+  }
+}
+
+void positive(std::int64_t value, const std::string& field) {
+  if (value <= 0) throw FieldError{field, "must be > 0 (got " + std::to_string(value) + ")"};
+}
+
+UpstreamConfig parse_upstream(const YAML::Node& node, const std::string& path) {
+  reject_unknown(node, path,
+                 {"name", "base_url", "model", "api_key_env", "price_input_per_1k",
+                  "price_output_per_1k", "connect_timeout_ms", "ttft_timeout_ms",
+                  "total_timeout_ms", "max_concurrent", "tls_verify", "ca_file", "api_key"});
+  if (node["api_key"]) {
+    throw FieldError{join(path, "api_key"),
+                     "secrets are not read from the config file; put the key in an environment "
+                     "variable and name it in api_key_env"};
+  }
+  UpstreamConfig up;
+  read(node, path, "name", up.name);
+  read(node, path, "base_url", up.base_url);
+  read(node, path, "model", up.model);
+  read(node, path, "api_key_env", up.api_key_env);
+  read(node, path, "price_input_per_1k", up.price_input_per_1k);
+  read(node, path, "price_output_per_1k", up.price_output_per_1k);
+  read(node, path, "connect_timeout_ms", up.connect_timeout_ms);
+  read(node, path, "ttft_timeout_ms", up.ttft_timeout_ms);
+  read(node, path, "total_timeout_ms", up.total_timeout_ms);
+  read(node, path, "max_concurrent", up.max_concurrent);
+  read(node, path, "tls_verify", up.tls_verify);
+  read(node, path, "ca_file", up.ca_file);
+  if (up.base_url.empty()) throw FieldError{join(path, "base_url"), "is required"};
+  if (up.model.empty()) throw FieldError{join(path, "model"), "is required"};
+  if (up.name.empty()) up.name = up.base_url;
+  return up;
+}
+
+PoolConfig parse_pool(const std::string& name, const YAML::Node& node, const std::string& path) {
+  reject_unknown(node, path, {"balancer", "members"});
+  PoolConfig pool;
+  pool.name = name;
+  read(node, path, "balancer", pool.balancer);
+  const YAML::Node members = node["members"];
+  if (!members || !members.IsSequence()) {
+    throw FieldError{join(path, "members"), "is required and must be a list of upstreams"};
+  }
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    pool.members.push_back(
+        parse_upstream(members[i], join(path, "members") + "[" + std::to_string(i) + "]"));
+  }
+  return pool;
+}
+
+void apply(const YAML::Node& root, Config& config) {
+  if (!root || root.IsNull()) return;  // an empty file means all defaults
+  reject_unknown(root, "", {"server", "routing", "pools", "log"});
+  if (const YAML::Node log = root["log"]) {
+    reject_unknown(log, "log", {"requests"});
+    read(log, "log", "requests", config.log.requests);
+  }
+  if (const YAML::Node server = root["server"]) {
+    reject_unknown(server, "server",
+                   {"listen", "threads", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
+                    "default_deadline_ms", "drain_timeout_ms"});
+    ServerConfig& s = config.server;
+    read(server, "server", "listen", s.listen);
+    read(server, "server", "threads", s.threads);
+    read(server, "server", "max_body_bytes", s.max_body_bytes);
+    read(server, "server", "idle_timeout_ms", s.idle_timeout_ms);
+    read(server, "server", "read_timeout_ms", s.read_timeout_ms);
+    read(server, "server", "default_deadline_ms", s.default_deadline_ms);
+    read(server, "server", "drain_timeout_ms", s.drain_timeout_ms);
+  }
+  if (const YAML::Node routing = root["routing"]) {
+    reject_unknown(routing, "routing", {"default_pool"});
+    read(routing, "routing", "default_pool", config.routing.default_pool);
+  }
+  if (const YAML::Node pools = root["pools"]) {
+    if (!pools.IsMap()) throw FieldError{"pools", "must be a mapping of pool name → pool"};
+    config.pools.clear();  // a file that names pools replaces the embedded ones
+    for (const auto& item : pools) {
+      auto name = item.first.as<std::string>();
+      config.pools.push_back(parse_pool(name, item.second, "pools." + name));
+    }
+  }
+}
+
+Error field_error(const std::string& source, const std::string& field, const std::string& reason) {
+  return Error{"config_invalid", source + ": " + field + ": " + reason};
+}
+
+}  // namespace
+
+const PoolConfig* Config::find_pool(const std::string& name) const {
+  for (const auto& pool : pools) {
+    if (pool.name == name) return &pool;
+  }
+  return nullptr;
+}
+
+Config default_config() {
+  Config config;
+  auto sim_member = [](const std::string& model, double in_price, double out_price) {
+    UpstreamConfig up;
+    up.name = "local-sim";
+    up.base_url = "http://127.0.0.1:9101/v1";
+    up.model = model;
+    up.price_input_per_1k = in_price;
+    up.price_output_per_1k = out_price;
+    return up;
+  };
+  config.pools.push_back({"cloud-small", "p2c", {sim_member("sim-small", 0.00015, 0.0006)}});
+  config.pools.push_back({"cloud-large", "p2c", {sim_member("sim-large", 0.0025, 0.01)}});
+  return config;
+}
+
+Status validate_config(const Config& config) {
+  const std::string& src = config.source;
+  const ServerConfig& s = config.server;
+  auto colon = s.listen.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.listen.size()) {
+    return field_error(src, "server.listen", "must be HOST:PORT (got '" + s.listen + "')");
+  }
+  if (s.threads < 0) return field_error(src, "server.threads", "must be >= 0 (0 = all cores)");
+  try {
+    positive(s.max_body_bytes, "server.max_body_bytes");
+    positive(s.idle_timeout_ms, "server.idle_timeout_ms");
+    positive(s.read_timeout_ms, "server.read_timeout_ms");
+    positive(s.default_deadline_ms, "server.default_deadline_ms");
+    positive(s.drain_timeout_ms, "server.drain_timeout_ms");
+    std::set<std::string> pool_names;
+    for (const auto& pool : config.pools) {
+      std::string path = "pools." + pool.name;
+      if (pool.name != "cloud-small" && pool.name != "cloud-large") {
+        throw FieldError{path, "unknown pool (pools are cloud-small and cloud-large)"};
+      }
+      if (!pool_names.insert(pool.name).second) throw FieldError{path, "defined twice"};
+      if (pool.balancer != "p2c" && pool.balancer != "least_outstanding") {
+        throw FieldError{path + ".balancer", "must be p2c or least_outstanding (got '" +
+                                                 pool.balancer + "')"};
+      }
+      if (pool.members.empty()) throw FieldError{path + ".members", "must not be empty"};
+      std::set<std::string> member_names;
+      for (std::size_t i = 0; i < pool.members.size(); ++i) {
+        const auto& up = pool.members[i];
+        std::string mpath = path + ".members[" + std::to_string(i) + "]";
+        if (!member_names.insert(up.name).second) {
+          throw FieldError{mpath + ".name", "'" + up.name + "' is used twice in this pool"};
+        }
+        auto url = parse_url(up.base_url);
+        if (!url) throw FieldError{mpath + ".base_url", url.error().message};
+        positive(up.connect_timeout_ms, mpath + ".connect_timeout_ms");
+        positive(up.ttft_timeout_ms, mpath + ".ttft_timeout_ms");
+        positive(up.total_timeout_ms, mpath + ".total_timeout_ms");
+        positive(up.max_concurrent, mpath + ".max_concurrent");
+        if (up.price_input_per_1k < 0) throw FieldError{mpath + ".price_input_per_1k", "must be >= 0"};
+        if (up.price_output_per_1k < 0) throw FieldError{mpath + ".price_output_per_1k", "must be >= 0"};
+      }
+    }
+    if (!config.find_pool(config.routing.default_pool)) {
+      throw FieldError{"routing.default_pool",
+                       "names pool '" + config.routing.default_pool + "', which is not defined"};
+    }
+  } catch (const FieldError& e) {
+    return field_error(src, e.field, e.reason);
+  }
+  return Ok{};
+}
+
+Result<Config> load_config_text(const std::string& yaml_text, const std::string& source) {
+  Config config = default_config();
+  config.source = source;
+  try {
+    apply(YAML::Load(yaml_text), config);
+  } catch (const FieldError& e) {
+    return field_error(source, e.field, e.reason);
+  } catch (const YAML::Exception& e) {
+    return Error{"config_invalid", source + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
+  }
+  auto valid = validate_config(config);
+  if (!valid) return valid.error();
+  return config;
+}
+
+Result<Config> load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"config_unreadable", path + ": cannot open config file"};
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_config_text(text.str(), path);
+}
+
+}  // namespace hengshi

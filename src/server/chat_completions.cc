@@ -1,0 +1,279 @@
+#include "server/chat_completions.h"
+
+#include <atomic>
+#include <charconv>
+#include <random>
+
+#include "router/model_route.h"
+#include "server/server_metrics.h"
+#include "server/sse.h"
+
+namespace hengshi::server {
+namespace {
+
+using nlohmann::json;
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+
+std::int64_t micros_since(Clock::time_point start) {
+  return duration_cast<microseconds>(Clock::now() - start).count();
+}
+
+bool is_json_content_type(std::string_view value) {
+  auto semicolon = value.find(';');
+  std::string_view media = value.substr(0, semicolon);
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  std::string lowered(media);
+  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lowered == "application/json";
+}
+
+template <typename Message>
+void set_meta_headers(Message& message, const ResponseMeta& meta) {
+  message.set("X-Hengshi-Request-Id", meta.request_id);
+  message.set("X-Hengshi-Route", meta.decision.route);
+  message.set("X-Hengshi-Reason", meta.decision.reason);
+  message.set("X-Hengshi-Cache", meta.cache);
+}
+
+double cost_of(const cloud::CloudPool& pool, const std::string& upstream, const cloud::Usage& usage) {
+  for (const auto& member : pool.config().members) {
+    if (member.name == upstream) {
+      return static_cast<double>(usage.prompt_tokens) / 1000.0 * member.price_input_per_1k +
+             static_cast<double>(usage.completion_tokens) / 1000.0 * member.price_output_per_1k;
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+std::string new_request_id() {
+  // Unique per process run and cheap: a random prefix drawn once plus a counter.
+  static const std::string prefix = [] {
+    std::random_device device;
+    char buffer[17];
+    std::snprintf(buffer, sizeof(buffer), "%08x", device());
+    return std::string(buffer);
+  }();
+  static std::atomic<std::uint64_t> counter{0};
+  return "hs-" + prefix + "-" + std::to_string(counter.fetch_add(1) + 1);
+}
+
+Result<Ok, ApiError> apply_extension_headers(const http::request<http::string_body>& request,
+                                             HengshiExtension& extension) {
+  if (auto it = request.find("X-Hengshi-Task-Type"); it != request.end() && extension.task_type.empty()) {
+    extension.task_type = std::string(it->value());
+  }
+  if (auto it = request.find("X-Hengshi-Session"); it != request.end() && extension.session_id.empty()) {
+    extension.session_id = std::string(it->value());
+  }
+  if (auto it = request.find("X-Hengshi-Deadline-Ms"); it != request.end() && !extension.deadline_ms) {
+    std::string_view text = to_std(it->value());
+    std::int64_t value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size() || value <= 0) {
+      return ApiError::invalid_request("invalid_header",
+                                       "X-Hengshi-Deadline-Ms must be a positive integer (milliseconds)",
+                                       "X-Hengshi-Deadline-Ms");
+    }
+    extension.deadline_ms = value;
+  }
+  return Ok{};
+}
+
+awaitable<void> ChatCompletions::send_error(HttpExchange& exchange, const ApiError& error,
+                                            const ResponseMeta* meta) {
+  Response response{static_cast<http::status>(error.status), exchange.request().version()};
+  response.set(http::field::content_type, "application/json");
+  json body = error.to_json();
+  if (meta) {
+    set_meta_headers(response, *meta);
+    body["hengshi"] = meta->to_json();
+  }
+  if (error.status == 429) response.set(http::field::retry_after, "1");
+  response.body() = body.dump();
+  co_await exchange.send(std::move(response));
+}
+
+awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
+  const auto& http_request = exchange.request();
+  std::string_view content_type = to_std(http_request[http::field::content_type]);
+  if (!is_json_content_type(content_type)) {
+    co_await send_error(exchange,
+                        ApiError::unsupported_media_type(
+                            "Content-Type must be application/json (got '" + std::string(content_type) + "')"),
+                        nullptr);
+    co_return;
+  }
+  auto parsed = parse_chat_request(http_request.body());
+  if (!parsed) {
+    co_await send_error(exchange, parsed.error(), nullptr);
+    co_return;
+  }
+  ChatRequest& request = *parsed;
+  if (auto headers = apply_extension_headers(http_request, request.hengshi); !headers) {
+    co_await send_error(exchange, headers.error(), nullptr);
+    co_return;
+  }
+
+  ResponseMeta meta;
+  meta.request_id = new_request_id();
+  meta.decision = router::route_by_model(request, config_);
+  ServerMetrics::count_decision(meta.decision.route, meta.decision.reason);
+
+  const auto budget = std::chrono::milliseconds(
+      request.hengshi.deadline_ms.value_or(config_.server.default_deadline_ms));
+  const Deadline deadline(exchange.received_at() + budget);
+
+  auto pool_it = pools_.find(meta.decision.route);
+  if (pool_it == pools_.end() || pool_it->second == nullptr) {
+    co_await send_error(exchange,
+                        ApiError::unavailable("route_unavailable",
+                                              "route '" + meta.decision.route + "' has no configured target"),
+                        &meta);
+    log_request(exchange, request, meta, "route_unavailable", {}, 0);
+    co_return;
+  }
+  if (request.stream) {
+    co_await respond_stream(exchange, request, meta, *pool_it->second, deadline);
+  } else {
+    co_await respond_json(exchange, request, meta, *pool_it->second, deadline);
+  }
+}
+
+awaitable<void> ChatCompletions::respond_json(HttpExchange& exchange, ChatRequest& request,
+                                              ResponseMeta& meta, cloud::CloudPool& pool,
+                                              Deadline deadline) {
+  meta.attempts = 1;
+  auto reply = co_await pool.complete(request.body, deadline, exchange.client_gone());
+  if (!reply) {
+    const auto& error = reply.error();
+    meta.upstream = error.upstream;
+    meta.overhead_us = micros_since(exchange.received_at());
+    if (error.kind == cloud::UpstreamErrorKind::cancelled || exchange.client_gone().cancelled()) {
+      ServerMetrics::count_disconnect("waiting_upstream");
+      exchange.force_close();
+      log_request(exchange, request, meta, "client_closed", {}, 0);
+      co_return;
+    }
+    co_await send_error(exchange, error.to_api_error(), &meta);
+    log_request(exchange, request, meta, cloud::to_string(error.kind), {}, 0);
+    co_return;
+  }
+
+  meta.model = reply->model;
+  meta.upstream = reply->upstream;
+  meta.cost = cost_of(pool, reply->upstream, reply->usage);
+  ServerMetrics::count_tokens(pool.name(), reply->usage.prompt_tokens, reply->usage.completion_tokens,
+                              *meta.cost);
+
+  Response response{http::status::ok, exchange.request().version()};
+  response.set(http::field::content_type, "application/json");
+  set_meta_headers(response, meta);
+  // Overhead is measured just before serialising: everything but the upstream's own time.
+  meta.overhead_us = std::max<std::int64_t>(0, micros_since(exchange.received_at()) - reply->latency.count());
+  response.set("X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
+  reply->body["hengshi"] = meta.to_json();
+  response.body() = reply->body.dump(-1, ' ', false, json::error_handler_t::replace);
+  ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
+  bool delivered = co_await exchange.send(std::move(response));
+  if (!delivered) ServerMetrics::count_disconnect("writing_response");
+  log_request(exchange, request, meta, delivered ? "ok" : "client_closed", reply->usage, 0);
+}
+
+awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequest& request,
+                                                ResponseMeta& meta, cloud::CloudPool& pool,
+                                                Deadline deadline) {
+  meta.attempts = 1;
+  bool started = false;
+  bool client_ok = true;
+  auto start_stream = [&]() -> awaitable<bool> {
+    http::response<http::empty_body> head{http::status::ok, exchange.request().version()};
+    set_meta_headers(head, meta);
+    started = true;
+    co_return co_await exchange.start_stream(std::move(head));
+  };
+  cloud::ChunkSink sink = [&](std::string_view chunk) -> awaitable<bool> {
+    if (!started && !co_await start_stream()) {
+      client_ok = false;
+      co_return false;
+    }
+    client_ok = co_await exchange.write_chunk(sse_event(chunk));
+    co_return client_ok;
+  };
+
+  auto summary = co_await pool.stream(request.body, deadline, exchange.client_gone(), sink);
+  if (!summary) {
+    const auto& error = summary.error();
+    meta.upstream = error.upstream;
+    meta.overhead_us = micros_since(exchange.received_at());
+    if (!client_ok || error.kind == cloud::UpstreamErrorKind::cancelled ||
+        exchange.client_gone().cancelled()) {
+      ServerMetrics::count_disconnect(started ? "streaming" : "waiting_upstream");
+      exchange.force_close();
+      log_request(exchange, request, meta, "client_closed", {}, 0);
+      co_return;
+    }
+    if (!started) {
+      co_await send_error(exchange, error.to_api_error(), &meta);
+    } else {
+      // Headers are gone: report the failure in-band as an error event, then end the stream.
+      json event = error.to_api_error().to_json();
+      event["hengshi"] = meta.to_json();
+      co_await exchange.write_chunk(sse_event(event.dump()));
+      co_await exchange.finish_stream();
+      exchange.force_close();
+    }
+    log_request(exchange, request, meta, cloud::to_string(error.kind), {}, 0);
+    co_return;
+  }
+
+  meta.model = summary->model;
+  meta.upstream = summary->upstream;
+  meta.cost = cost_of(pool, summary->upstream, summary->usage);
+  meta.overhead_us =
+      std::max<std::int64_t>(0, micros_since(exchange.received_at()) - summary->latency.count());
+  ServerMetrics::count_tokens(pool.name(), summary->usage.prompt_tokens,
+                              summary->usage.completion_tokens, *meta.cost);
+  ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
+  if (!started && !co_await start_stream()) {
+    log_request(exchange, request, meta, "client_closed", summary->usage, summary->ttft.count());
+    co_return;
+  }
+  // The metadata travels in a final chunk with no choices, the shape OpenAI uses for usage.
+  json final_chunk = {{"id", meta.request_id},
+                      {"object", "chat.completion.chunk"},
+                      {"created", std::chrono::duration_cast<std::chrono::seconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count()},
+                      {"model", meta.model},
+                      {"choices", json::array()},
+                      {"hengshi", meta.to_json()}};
+  bool delivered = co_await exchange.write_chunk(sse_event(final_chunk.dump())) &&
+                   co_await exchange.write_chunk(kSseDone) && co_await exchange.finish_stream();
+  if (!delivered) ServerMetrics::count_disconnect("streaming");
+  log_request(exchange, request, meta, delivered ? "ok" : "client_closed", summary->usage,
+              summary->ttft.count());
+}
+
+void ChatCompletions::log_request(const HttpExchange& exchange, const ChatRequest& request,
+                                  const ResponseMeta& meta, const std::string& outcome,
+                                  const cloud::Usage& usage, std::int64_t ttft_us) {
+  if (!log_.enabled()) return;
+  auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  json record = meta.to_json();
+  record["id"] = meta.request_id;
+  record.erase("request_id");
+  record["outcome"] = outcome;
+  record["status"] = exchange.status();
+  record["stream"] = request.stream;
+  record["requested_model"] = request.model;
+  record["session"] = or_null(request.hengshi.session_id);
+  record["task_type"] = or_null(request.hengshi.task_type);
+  record["latency_us"] = {{"total", micros_since(exchange.received_at())}, {"ttft", ttft_us}};
+  record["tokens"] = {{"prompt", usage.prompt_tokens}, {"completion", usage.completion_tokens}};
+  log_.write(std::move(record));
+}
+
+}  // namespace hengshi::server

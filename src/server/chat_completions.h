@@ -1,0 +1,48 @@
+// ChatCompletions: POST /v1/chat/completions — validate, decide the route, call the target,
+// answer as JSON or SSE with the "hengshi" metadata and X-Hengshi-* headers, and write the
+// request log record.
+//
+// Ownership: borrows config, pools and log. Thread-safety: handle() is re-entrant.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "cloud/cloud_pool.h"
+#include "core/chat_request.h"
+#include "core/config.h"
+#include "core/response_meta.h"
+#include "obs/request_log.h"
+#include "server/http_exchange.h"
+
+namespace hengshi::server {
+
+class ChatCompletions {
+ public:
+  ChatCompletions(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
+                  obs::RequestLog& request_log)
+      : config_(config), pools_(std::move(pools)), log_(request_log) {}
+
+  awaitable<void> handle(HttpExchange& exchange);
+
+ private:
+  awaitable<void> respond_json(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
+                               cloud::CloudPool& pool, Deadline deadline);
+  awaitable<void> respond_stream(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
+                                 cloud::CloudPool& pool, Deadline deadline);
+  awaitable<void> send_error(HttpExchange& exchange, const ApiError& error, const ResponseMeta* meta);
+  void log_request(const HttpExchange& exchange, const ChatRequest& request, const ResponseMeta& meta,
+                   const std::string& outcome, const cloud::Usage& usage, std::int64_t ttft_us);
+
+  const Config& config_;
+  std::map<std::string, cloud::CloudPool*> pools_;
+  obs::RequestLog& log_;
+};
+
+// Reads X-Hengshi-Task-Type / -Session / -Deadline-Ms into the extension (body fields win).
+Result<Ok, ApiError> apply_extension_headers(const http::request<http::string_body>& request,
+                                             HengshiExtension& extension);
+
+std::string new_request_id();
+
+}  // namespace hengshi::server

@@ -1,0 +1,72 @@
+#include "server/http_exchange.h"
+
+namespace hengshi::server {
+
+awaitable<bool> HttpExchange::send(Response response) {
+  response_started_ = true;
+  status_ = static_cast<int>(response.result_int());
+  keep_alive_ = keep_alive_ && request_.keep_alive();
+  response.version(request_.version());
+  response.keep_alive(keep_alive_);
+  response.set(http::field::server, "hengshi");
+  response.prepare_payload();
+  beast::error_code ec;
+  std::size_t n = co_await http::async_write(stream_, response,
+                                             asio::redirect_error(use_awaitable, ec));
+  bytes_sent_ += n;
+  if (ec) {
+    keep_alive_ = false;
+    client_gone_.cancel();
+  }
+  co_return !ec;
+}
+
+awaitable<bool> HttpExchange::send_json(http::status status, std::string body) {
+  Response response{status, request_.version()};
+  response.set(http::field::content_type, "application/json");
+  response.body() = std::move(body);
+  co_return co_await send(std::move(response));
+}
+
+awaitable<bool> HttpExchange::start_stream(http::response<http::empty_body> head) {
+  response_started_ = true;
+  status_ = static_cast<int>(head.result_int());
+  keep_alive_ = keep_alive_ && request_.keep_alive();
+  head.version(request_.version());
+  head.keep_alive(keep_alive_);
+  head.set(http::field::server, "hengshi");
+  head.set(http::field::content_type, "text/event-stream");
+  head.set(http::field::cache_control, "no-cache");
+  head.chunked(true);
+  http::response_serializer<http::empty_body> serializer(head);
+  beast::error_code ec;
+  bytes_sent_ += co_await http::async_write_header(stream_, serializer,
+                                                   asio::redirect_error(use_awaitable, ec));
+  if (ec) {
+    keep_alive_ = false;
+    client_gone_.cancel();
+  }
+  co_return !ec;
+}
+
+awaitable<bool> HttpExchange::write_chunk(std::string_view data) {
+  beast::error_code ec;
+  bytes_sent_ += co_await asio::async_write(
+      stream_, http::make_chunk(asio::const_buffer(data.data(), data.size())),
+      asio::redirect_error(use_awaitable, ec));
+  if (ec) {
+    keep_alive_ = false;
+    client_gone_.cancel();
+  }
+  co_return !ec;
+}
+
+awaitable<bool> HttpExchange::finish_stream() {
+  beast::error_code ec;
+  bytes_sent_ += co_await asio::async_write(stream_, http::make_chunk_last(),
+                                            asio::redirect_error(use_awaitable, ec));
+  if (ec) keep_alive_ = false;
+  co_return !ec;
+}
+
+}  // namespace hengshi::server

@@ -1,0 +1,56 @@
+#include "server/server_metrics.h"
+
+namespace hengshi::server {
+
+using obs::Registry;
+
+void ServerMetrics::count_request(const std::string& route, const std::string& method, int status) {
+  Registry::global()
+      .counter("hengshi_http_requests_total", "HTTP requests by route, method and status",
+               {{"route", route}, {"method", method}, {"status", std::to_string(status)}})
+      .inc();
+}
+
+void ServerMetrics::observe_latency(const std::string& route, double seconds) {
+  Registry::global()
+      .histogram("hengshi_http_request_duration_seconds",
+                 "Time from request fully read to response fully written", {{"route", route}})
+      .observe(seconds);
+}
+
+void ServerMetrics::count_decision(const std::string& route, const std::string& reason) {
+  Registry::global()
+      .counter("hengshi_routed_requests_total", "Chat requests by chosen route and reason",
+               {{"route", route}, {"reason", reason}})
+      .inc();
+}
+
+void ServerMetrics::observe_overhead(double seconds) {
+  static obs::Histogram& overhead = Registry::global().histogram(
+      "hengshi_gateway_overhead_seconds", "Time spent in the gateway itself, upstream excluded");
+  overhead.observe(seconds);
+}
+
+void ServerMetrics::count_disconnect(const std::string& phase) {
+  Registry::global()
+      .counter("hengshi_client_disconnects_total", "Clients that went away before the answer",
+               {{"phase", phase}})
+      .inc();
+}
+
+void ServerMetrics::count_tokens(const std::string& pool, long prompt, long completion, double cost) {
+  auto& registry = Registry::global();
+  registry.counter("hengshi_tokens_total", "Tokens by pool and kind", {{"pool", pool}, {"kind", "prompt"}})
+      .inc(static_cast<double>(prompt));
+  registry.counter("hengshi_tokens_total", "Tokens by pool and kind", {{"pool", pool}, {"kind", "completion"}})
+      .inc(static_cast<double>(completion));
+  registry.counter("hengshi_cost_total", "Cost in the configured price unit", {{"pool", pool}}).inc(cost);
+}
+
+obs::Gauge& ServerMetrics::in_flight() {
+  static obs::Gauge& gauge =
+      Registry::global().gauge("hengshi_http_in_flight_requests", "Requests being handled now");
+  return gauge;
+}
+
+}  // namespace hengshi::server

@@ -1,0 +1,27 @@
+// The gateway's HTTP metrics, declared in one place (STYLE.md: stats next to the code that
+// bumps them). Series are looked up once per (route, status) and cached.
+#pragma once
+
+#include <string>
+
+#include "obs/metrics.h"
+
+namespace hengshi::server {
+
+struct ServerMetrics {
+  // hengshi_http_requests_total{route, method, status}
+  static void count_request(const std::string& route, const std::string& method, int status);
+  // hengshi_http_request_duration_seconds{route}
+  static void observe_latency(const std::string& route, double seconds);
+  // hengshi_routed_requests_total{route, reason}: one per chat decision
+  static void count_decision(const std::string& route, const std::string& reason);
+  // hengshi_gateway_overhead_seconds: time in the gateway with upstream time excluded
+  static void observe_overhead(double seconds);
+  // hengshi_client_disconnects_total{phase}
+  static void count_disconnect(const std::string& phase);
+  // hengshi_tokens_total{pool, kind} and hengshi_cost_total{pool}
+  static void count_tokens(const std::string& pool, long prompt, long completion, double cost);
+  static obs::Gauge& in_flight();
+};
+
+}  // namespace hengshi::server

@@ -1,0 +1,131 @@
+// Conformance: the official OpenAI Node SDK talks to a real hengshi gateway in front of a real
+// hengshi-sim, exactly as an app would (only baseURL changes).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+
+const binDir = process.env.HENGSHI_BIN_DIR;
+if (!binDir) throw new Error('HENGSHI_BIN_DIR must point at the build folder');
+
+const children = [];
+
+// Starts a binary and resolves with its base URL once it prints "listening on http://...".
+function startListening(path, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(path, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let out = '';
+    let err = '';
+    const timer = setTimeout(() => reject(new Error(`${path} did not listen in 20 s: ${out}${err}`)), 20000);
+    child.stdout.on('data', (data) => {
+      out += data;
+      const match = out.match(/listening on (http:\/\/[^\s]+)/);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.stderr.on('data', (data) => { err += data; });
+    child.on('exit', (code) => reject(new Error(`${path} exited ${code}: ${out}${err}`)));
+  });
+}
+
+let client;
+
+before(async () => {
+  const simUrl = await startListening(join(binDir, 'tools/sim/hengshi-sim'),
+    ['--listen', '127.0.0.1:0', '--name', 'sdk-sim', '--seed', '7']);
+  const dir = mkdtempSync(join(tmpdir(), 'hengshi-sdk-'));
+  const config = join(dir, 'gateway.yaml');
+  writeFileSync(config, [
+    'server: {listen: "127.0.0.1:0", threads: 1}',
+    'log: {requests: ""}',
+    'pools:',
+    '  cloud-small: {members: [{name: s1, base_url: "' + simUrl + '/v1", model: sim-small}]}',
+    '  cloud-large: {members: [{name: l1, base_url: "' + simUrl + '/v1", model: sim-large}]}',
+    '',
+  ].join('\n'));
+  const gatewayUrl = await startListening(join(binDir, 'src/cli/hengshi'), ['serve', '--config', config]);
+  client = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: 'not-needed-by-the-gateway', maxRetries: 0 });
+});
+
+after(() => {
+  for (const child of children) child.kill('SIGTERM');
+});
+
+test('chat.completions.create without stream returns the answer and hengshi metadata', async () => {
+  const completion = await client.chat.completions.create({
+    model: 'cloud-large',
+    messages: [{ role: 'user', content: 'How do I reset my password?' }],
+  });
+  assert.equal(completion.object, 'chat.completion');
+  assert.ok(completion.choices[0].message.content.length > 0);
+  assert.equal(completion.choices[0].message.role, 'assistant');
+  assert.ok(completion.usage.completion_tokens > 0);
+  assert.equal(completion.hengshi.route, 'cloud-large');
+  assert.equal(completion.hengshi.reason, 'model_pinned');
+  assert.equal(completion.hengshi.upstream, 'l1');
+  assert.equal(typeof completion.hengshi.overhead_us, 'number');
+});
+
+test('withResponse exposes the X-Hengshi headers', async () => {
+  const { data, response } = await client.chat.completions
+    .create({ model: 'cloud-small', messages: [{ role: 'user', content: 'hi' }] })
+    .withResponse();
+  assert.equal(response.headers.get('x-hengshi-route'), 'cloud-small');
+  assert.equal(response.headers.get('x-hengshi-cache'), 'miss');
+  assert.equal(data.hengshi.route, 'cloud-small');
+});
+
+test('chat.completions.create with stream yields text chunks and final hengshi metadata', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'cloud-small',
+    messages: [{ role: 'user', content: 'Tell me about shipping times' }],
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = '';
+  let meta = null;
+  let usage = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks += 1;
+    for (const choice of chunk.choices) text += choice.delta?.content ?? '';
+    if (chunk.usage) usage = chunk.usage;
+    if (chunk.hengshi) meta = chunk.hengshi;
+  }
+  assert.ok(chunks >= 3, `expected several chunks, got ${chunks}`);
+  assert.match(text, /\[sdk-sim\/sim-small\]/);
+  assert.ok(usage && usage.completion_tokens > 0, 'include_usage was asked for, so usage arrives');
+  assert.ok(meta, 'the final chunk carries the hengshi metadata');
+  assert.equal(meta.route, 'cloud-small');
+  assert.equal(meta.model, 'sim-small');
+});
+
+test('bad input surfaces as the SDK error type with the OpenAI error body', async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: 'cloud-small', messages: [] }),
+    (error) => {
+      assert.ok(error instanceof OpenAI.BadRequestError);
+      assert.equal(error.status, 400);
+      assert.equal(error.code, 'invalid_value');
+      assert.equal(error.param, 'messages');
+      return true;
+    },
+  );
+});
+
+test('an upstream failure mid-request reaches the SDK as an APIError, not a hang', async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: 'cloud-small', messages: [{ role: 'user', content: '[[sim:error]]' }] }),
+    (error) => {
+      assert.ok(error instanceof OpenAI.APIError);
+      assert.equal(error.status, 502);
+      return true;
+    },
+  );
+});

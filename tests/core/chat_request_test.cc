@@ -1,0 +1,86 @@
+#include "core/chat_request.h"
+
+#include <gtest/gtest.h>
+
+namespace hengshi {
+namespace {
+
+TEST(ChatRequestTest, ParsesMinimalRequest) {
+  auto req = parse_chat_request(R"({"model":"cloud-small","messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  EXPECT_EQ(req->model, "cloud-small");
+  ASSERT_EQ(req->messages.size(), 1u);
+  EXPECT_EQ(req->last_user_text(), "hi");
+  EXPECT_FALSE(req->stream);
+}
+
+TEST(ChatRequestTest, FlattensTextPartsAndKeepsBodyForPassThrough) {
+  auto req = parse_chat_request(R"({"messages":[{"role":"system","content":"be brief"},
+     {"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"b"}]}],
+     "temperature":0.2,"stream":true,"stream_options":{"include_usage":true},"max_tokens":5,"stop":"END",
+     "tools":[{"type":"function","function":{"name":"f"}}],
+     "hengshi":{"task_type":"faq","session_id":"s1","deadline_ms":800,"tags":["t"]}})");
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  EXPECT_EQ(req->last_user_text(), "a\nb");
+  EXPECT_TRUE(req->stream);
+  EXPECT_TRUE(req->include_usage);
+  EXPECT_EQ(req->max_tokens, 5);
+  ASSERT_EQ(req->stop.size(), 1u);
+  EXPECT_EQ(req->hengshi.task_type, "faq");
+  EXPECT_EQ(req->hengshi.session_id, "s1");
+  EXPECT_EQ(req->hengshi.deadline_ms, 800);
+  // The extension is ours and is not forwarded; everything else the caller sent is.
+  EXPECT_FALSE(req->body.contains("hengshi"));
+  EXPECT_TRUE(req->body.contains("tools"));
+  EXPECT_DOUBLE_EQ(req->body["temperature"].get<double>(), 0.2);
+}
+
+TEST(ChatRequestTest, AssistantToolCallWithoutContentIsAccepted) {
+  auto req = parse_chat_request(
+      R"({"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[]},{"role":"tool","content":"r","tool_call_id":"1"}]})");
+  EXPECT_TRUE(req.ok());
+}
+
+struct Bad {
+  const char* body;
+  const char* code;
+  const char* param;
+};
+
+class ChatRequestRejectTest : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(ChatRequestRejectTest, RejectsWithOpenAiError) {
+  auto req = parse_chat_request(GetParam().body);
+  ASSERT_FALSE(req.ok());
+  EXPECT_EQ(req.error().status, 400);
+  EXPECT_EQ(req.error().type, "invalid_request_error");
+  EXPECT_EQ(req.error().code, GetParam().code);
+  EXPECT_EQ(req.error().param, GetParam().param);
+  auto json = req.error().to_json();
+  EXPECT_TRUE(json["error"]["message"].is_string());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ChatRequestRejectTest,
+    ::testing::Values(
+        Bad{"{not json", "invalid_json", ""}, Bad{"[1,2]", "invalid_type", ""},
+        Bad{"{}", "missing_required_parameter", "messages"},
+        Bad{R"({"messages":[]})", "invalid_value", "messages"},
+        Bad{R"({"messages":"hi"})", "invalid_type", "messages"},
+        Bad{R"({"messages":[42]})", "invalid_type", "messages[0]"},
+        Bad{R"({"messages":[{"content":"x"}]})", "missing_required_parameter", "messages[0].role"},
+        Bad{R"({"messages":[{"role":"wizard","content":"x"}]})", "invalid_value", "messages[0].role"},
+        Bad{R"({"messages":[{"role":"user"}]})", "missing_required_parameter", "messages[0].content"},
+        Bad{R"({"messages":[{"role":"user","content":7}]})", "invalid_type", "messages[0].content"},
+        Bad{R"({"model":3,"messages":[{"role":"user","content":"x"}]})", "invalid_type", "model"},
+        Bad{R"({"stream":"yes","messages":[{"role":"user","content":"x"}]})", "invalid_type", "stream"},
+        Bad{R"({"max_tokens":0,"messages":[{"role":"user","content":"x"}]})", "invalid_value", "max_tokens"},
+        Bad{R"({"temperature":"hot","messages":[{"role":"user","content":"x"}]})", "invalid_type", "temperature"},
+        Bad{R"({"stop":[1],"messages":[{"role":"user","content":"x"}]})", "invalid_type", "stop"},
+        Bad{R"({"hengshi":{"deadline_ms":-5},"messages":[{"role":"user","content":"x"}]})", "invalid_value",
+            "hengshi.deadline_ms"},
+        Bad{R"({"hengshi":{"colour":"red"},"messages":[{"role":"user","content":"x"}]})", "unknown_parameter",
+            "hengshi.colour"}));
+
+}  // namespace
+}  // namespace hengshi

@@ -1,0 +1,79 @@
+// An upstream that fails, returns garbage, closes early or never answers gives the client a
+// 502/504 OpenAI-style error within the configured timeout — never a hang.
+#include "integration/gateway_fixture.h"
+
+namespace hengshi::testing {
+namespace {
+
+using std::chrono::steady_clock;
+
+class GatewayUpstreamFailureTest : public GatewayFixture {
+ protected:
+  void SetUp() override {
+    GatewayOptions options;
+    options.small_ttft_timeout_ms = 500;
+    options.small_total_timeout_ms = 1500;
+    start(options);
+  }
+  void expect_error(const HttpResult& result, int status, const std::string& code) {
+    EXPECT_EQ(result.status, status) << result.body;
+    auto body = nlohmann::json::parse(result.body, nullptr, false);
+    ASSERT_TRUE(body.contains("error")) << result.body;
+    EXPECT_EQ(body["error"]["code"], code) << result.body;
+    EXPECT_EQ(body["hengshi"]["route"], "cloud-small") << "errors carry the routing metadata too";
+    EXPECT_EQ(result.header("x-hengshi-route"), "cloud-small");
+  }
+};
+
+TEST_F(GatewayUpstreamFailureTest, HangingUpstreamTimesOutWith504WithinTheTtftTimeout) {
+  auto started = steady_clock::now();
+  auto result = chat(user_message("cloud-small", "[[sim:hang]]"));
+  auto elapsed = steady_clock::now() - started;
+  expect_error(result, 504, "upstream_ttft_timeout");
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1400)) << "ttft timeout is 500 ms";
+  // The streaming path has the same bound.
+  auto stream = chat(user_message("cloud-small", "[[sim:hang]]", true));
+  EXPECT_EQ(stream.status, 504) << stream.body;
+  expect_gateway_alive();
+}
+
+TEST_F(GatewayUpstreamFailureTest, GarbageIs502) {
+  expect_error(chat(user_message("cloud-small", "[[sim:garbage]]")), 502, "upstream_bad_response");
+  expect_gateway_alive();
+}
+
+TEST_F(GatewayUpstreamFailureTest, ServerErrorIs502AndRateLimitIs429) {
+  expect_error(chat(user_message("cloud-small", "[[sim:error]]")), 502, "upstream_server_error");
+  auto limited = chat(user_message("cloud-small", "[[sim:429]]"));
+  expect_error(limited, 429, "upstream_rate_limited");
+}
+
+TEST_F(GatewayUpstreamFailureTest, EarlyCloseIs502AndMidStreamCloseEndsTheStreamWithAnError) {
+  expect_error(chat(user_message("cloud-small", "[[sim:disconnect]]")), 502, "upstream_closed_early");
+  auto stream = chat(user_message("cloud-small", "[[sim:disconnect]]", true));
+  if (stream.status == 200) {
+    // Headers were already sent: the failure arrives in-band as an error event.
+    auto events = stream.sse_data();
+    ASSERT_FALSE(events.empty());
+    auto last = nlohmann::json::parse(events.back());
+    EXPECT_EQ(last["error"]["code"], "upstream_closed_early") << stream.body;
+  } else {
+    EXPECT_EQ(stream.status, 502);
+  }
+  expect_gateway_alive();
+}
+
+class GatewayUnreachableUpstreamTest : public GatewayFixture {};
+
+TEST_F(GatewayUnreachableUpstreamTest, ConnectFailureIs502) {
+  GatewayOptions options;
+  options.small_url_override = "http://127.0.0.1:9/v1";  // discard port: nothing listens
+  start(options);
+  auto result = chat(user_message("cloud-small", "anyone there?"));
+  EXPECT_EQ(result.status, 502) << result.body;
+  EXPECT_EQ(result.json()["error"]["code"], "upstream_connect_failed");
+  EXPECT_EQ(get("/healthz").status, 200);
+}
+
+}  // namespace
+}  // namespace hengshi::testing

@@ -1,0 +1,137 @@
+#include "support/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace hengshi::testing {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::string binary_path(const std::string& relative) {
+  const char* dir = std::getenv("HENGSHI_BIN_DIR");
+  if (!dir) throw std::runtime_error("HENGSHI_BIN_DIR is not set (run the tests through ctest)");
+  return std::string(dir) + "/" + relative;
+}
+
+std::string temp_path(const std::string& name) {
+  static std::atomic<int> counter{0};
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string(tmp ? tmp : "/tmp") + "/hengshi-test-" + std::to_string(::getpid()) + "-" +
+         std::to_string(counter++) + "-" + name;
+}
+
+ChildProcess ChildProcess::start(const std::vector<std::string>& argv,
+                                 std::chrono::milliseconds ready_timeout) {
+  ChildProcess child;
+  child.stdout_path_ = temp_path("stdout.txt");
+  child.stderr_path_ = temp_path("stderr.txt");
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int out = ::open(child.stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(child.stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    ::setpgid(0, 0);
+    std::vector<char*> args;
+    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  child.pid_ = pid;
+
+  // Poll the child's stdout for the ready line: the child announces its port once it listens.
+  static const std::regex ready(R"(listening on http://([^:\s]+|\[[^\]]+\]):(\d+))");
+  const auto give_up = std::chrono::steady_clock::now() + ready_timeout;
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::smatch match;
+    std::string text = read_file(child.stdout_path_);
+    if (std::regex_search(text, match, ready)) {
+      child.host_ = match[1];
+      child.port_ = std::stoi(match[2]);
+      return child;
+    }
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      child.reaped_ = true;
+      throw std::runtime_error("process " + argv[0] + " exited before listening:\n" + child.output());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  throw std::runtime_error("process " + argv[0] + " did not listen within the timeout:\n" + child.output());
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(other.pid_),
+      host_(std::move(other.host_)),
+      port_(other.port_),
+      stdout_path_(std::move(other.stdout_path_)),
+      stderr_path_(std::move(other.stderr_path_)),
+      reaped_(other.reaped_) {
+  other.pid_ = -1;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  if (!stdout_path_.empty()) {
+    ::unlink(stdout_path_.c_str());
+    ::unlink(stderr_path_.c_str());
+  }
+}
+
+void ChildProcess::signal(int signal_number) const {
+  if (pid_ > 0) ::kill(pid_, signal_number);
+}
+
+bool ChildProcess::running() {
+  if (pid_ <= 0 || reaped_) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    reaped_ = true;
+    return false;
+  }
+  return true;
+}
+
+std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < give_up) {
+    int status = 0;
+    pid_t done = ::waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      reaped_ = true;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return std::nullopt;
+}
+
+std::string ChildProcess::output() const {
+  return "--- stdout ---\n" + read_file(stdout_path_) + "--- stderr ---\n" + read_file(stderr_path_);
+}
+
+}  // namespace hengshi::testing

@@ -1,0 +1,53 @@
+// ChildProcess: starts a real binary for an integration test (fork + exec), reads the
+// "listening on http://HOST:PORT" line it prints, and stops it with a signal. The child's
+// stdout/stderr go to files under the test's temp dir so a failure can show them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hengshi::testing {
+
+class ChildProcess {
+ public:
+  // Starts `argv` and waits (bounded) for a stdout line containing "listening on http://".
+  // Throws std::runtime_error with the child's output when it exits or times out first.
+  static ChildProcess start(const std::vector<std::string>& argv,
+                            std::chrono::milliseconds ready_timeout = std::chrono::seconds(20));
+
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&&) = delete;
+  ChildProcess(const ChildProcess&) = delete;
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  const std::string& host() const { return host_; }
+  int port() const { return port_; }
+  std::string base_url() const { return "http://" + host_ + ":" + std::to_string(port_); }
+
+  void signal(int signal_number) const;
+  // Waits (bounded) for exit; returns the exit status, or nullopt on timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  bool running();
+  std::string output() const;  // stdout + stderr so far
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  std::string host_;
+  int port_ = 0;
+  std::string stdout_path_;
+  std::string stderr_path_;
+  bool reaped_ = false;
+};
+
+// Path of a built binary: $HENGSHI_BIN_DIR/<relative>.
+std::string binary_path(const std::string& relative);
+// A fresh temp file path under the test temp dir.
+std::string temp_path(const std::string& name);
+
+}  // namespace hengshi::testing
