@@ -7,12 +7,13 @@
 #pragma once
 
 #include <memory>
-#include <random>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "cloud/upstream_client.h"
+#include "obs/metrics.h"
 #include "core/config.h"
 #include "core/result.h"
 
@@ -30,7 +31,9 @@ int pick_member(const std::vector<MemberSignal>& members, const std::string& bal
 
 class CloudPool {
  public:
-  // Fails when a member's base_url does not parse.
+  // Fails when a member's base_url does not parse or its ca_file cannot be loaded. Members
+  // without a name are named by their base_url. `tls` is shared by the https members that need
+  // no context of their own (created with system CAs when null).
   static Result<std::unique_ptr<CloudPool>> create(const PoolConfig& config,
                                                    std::shared_ptr<boost::asio::ssl::context> tls);
 
@@ -47,11 +50,13 @@ class CloudPool {
  private:
   explicit CloudPool(PoolConfig config) : config_(std::move(config)) {}
   UpstreamClient* choose();
+  UpstreamError overloaded_error() const;
 
   PoolConfig config_;
   std::vector<std::unique_ptr<UpstreamClient>> members_;
   std::mutex rng_mutex_;
   std::mt19937_64 rng_{0x9e3779b97f4a7c15ULL};
+  obs::Counter* overloaded_total_ = nullptr;  // calls refused because every member was full
 };
 
 }  // namespace hengshi::cloud

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cloud/cloud_metrics.h"
 #include "cloud/upstream_error.h"
 #include "core/asio.h"
 #include "core/cancel_token.h"
@@ -39,9 +40,9 @@ struct Usage {
 };
 
 struct UpstreamReply {
-  nlohmann::json body;             // the upstream's JSON response, as parsed
-  std::string upstream;            // member name
-  std::string model;               // model the member was asked for
+  nlohmann::json body;   // the upstream's JSON response, as parsed
+  std::string upstream;  // member name
+  std::string model;     // model the member was asked for
   Usage usage;
   std::chrono::microseconds latency{0};
 };
@@ -49,7 +50,7 @@ struct UpstreamReply {
 struct StreamSummary {
   std::string upstream;
   std::string model;
-  Usage usage;                     // from the upstream's usage chunk when it sent one
+  Usage usage;  // from the upstream's usage chunk when it sent one
   std::int64_t chunks = 0;
   std::chrono::microseconds ttft{0};
   std::chrono::microseconds latency{0};
@@ -59,9 +60,15 @@ struct StreamSummary {
 // "[DONE]" is not passed). Returns false to stop: the upstream request is then abandoned.
 using ChunkSink = std::function<awaitable<bool>(std::string_view chunk_json)>;
 
+// Owns its pooled connections; their sockets use the executors of the calls that opened them,
+// so the client must be destroyed before the io_context those calls ran on.
 class UpstreamClient {
  public:
-  UpstreamClient(UpstreamConfig config, Url url, std::shared_ptr<boost::asio::ssl::context> tls);
+  // `url` is config.base_url parsed. `tls` is the client TLS context for an https member
+  // (make_member_tls_context(); created with system CAs when null); unused for http.
+  // `pool` only labels the metrics.
+  UpstreamClient(UpstreamConfig config, Url url, std::shared_ptr<boost::asio::ssl::context> tls,
+                 std::string pool = {});
   ~UpstreamClient();
   UpstreamClient(const UpstreamClient&) = delete;
   UpstreamClient& operator=(const UpstreamClient&) = delete;
@@ -70,33 +77,47 @@ class UpstreamClient {
   const std::string& name() const { return config_.name; }
 
   // Non-streaming call. `request` is the caller's body; "model" is replaced with the member's
-  // model and "stream" forced false.
+  // model and "stream" forced false (a caller's stream_options is dropped with it).
+  // Must be awaited on the executor (strand) that owns `cancel`; `request` must outlive the call.
   awaitable<Result<UpstreamReply, UpstreamError>> complete(const nlohmann::json& request,
                                                            Deadline deadline, CancelToken cancel);
 
-  // Streaming call: "stream" forced true; every chunk goes to `sink` as it arrives.
+  // Streaming call: "stream" forced true and stream_options.include_usage forced on so the
+  // summary can count tokens; the usage-only chunk reaches `sink` only when the caller asked
+  // for it. Every chunk goes to `sink` as it arrives. If `sink` returns false the connection is
+  // closed and the call ends with UpstreamErrorKind::cancelled.
   awaitable<Result<StreamSummary, UpstreamError>> stream(const nlohmann::json& request,
                                                          Deadline deadline, CancelToken cancel,
                                                          ChunkSink sink);
 
   // Load-balancing signals.
   int outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
-  // Exponentially weighted moving average of successful call latency, µs (0 until the first).
+  // Exponentially weighted moving average (alpha 0.2) of successful call latency, µs (0 until
+  // the first): the whole exchange for complete(), the first chunk for stream() — in both cases
+  // the time until the client can start receiving.
   double latency_ewma_us() const { return latency_ewma_us_.load(std::memory_order_relaxed); }
+
+  // Idle keep-alive connections (for tests and /admin/stats).
+  std::size_t idle_connections();
 
  private:
   struct Connection;
-  friend struct ConnectionLease;
+  friend class UpstreamCall;  // one call's exchange (upstream_client.cc)
 
-  awaitable<Result<std::unique_ptr<Connection>, UpstreamError>> acquire(Deadline deadline,
-                                                                        CancelToken& cancel);
+  std::unique_ptr<Connection> take_idle();
   void release(std::unique_ptr<Connection> connection);
   void record_latency(std::chrono::microseconds latency);
 
   UpstreamConfig config_;
   Url url_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
-  std::string authorization_;  // "Bearer <key>" read once from api_key_env; never logged
+  // Request line and fixed headers up to "Content-Length: ". Holds the Authorization header,
+  // so it is never logged or copied into an error.
+  std::string request_head_;
+  unsigned short port_ = 0;
+  boost::asio::ip::address host_ip_;  // when the host is an IP literal: no DNS, no SNI
+  bool host_is_ip_ = false;
+  UpstreamMetrics metrics_;
 
   std::mutex idle_mutex_;
   std::vector<std::unique_ptr<Connection>> idle_;

@@ -11,29 +11,30 @@
 namespace hengshi::cloud {
 
 enum class UpstreamErrorKind {
-  connect_failed,     // DNS, refused, TLS handshake: nothing was sent        (retryable)
-  connect_timeout,    // no connection within connect_timeout_ms              (retryable)
-  ttft_timeout,       // no first response byte within ttft_timeout_ms        (retryable)
-  total_timeout,      // exchange longer than total_timeout_ms or the deadline (retryable)
-  rate_limited,       // HTTP 429                                              (retryable)
-  server_error,       // HTTP 5xx                                              (retryable)
-  client_error,       // other HTTP 4xx: the request itself is wrong          (not retryable)
-  bad_response,       // not HTTP, not JSON, not an OpenAI shape               (not retryable)
-  closed_early,       // connection closed before the response was complete   (retryable before first byte)
-  overloaded,         // every member of the pool is at max_concurrent         (retryable)
-  cancelled,          // the client went away                                  (not retryable)
+  connect_failed,   // DNS, refused, TLS handshake: nothing was sent        (retryable)
+  connect_timeout,  // no connection within connect_timeout_ms              (retryable)
+  ttft_timeout,     // no first response byte within ttft_timeout_ms        (retryable)
+  total_timeout,    // exchange longer than total_timeout_ms or the deadline (retryable)
+  rate_limited,     // HTTP 429                                              (retryable)
+  server_error,     // HTTP 5xx                                              (retryable)
+  client_error,     // other HTTP 4xx: the request itself is wrong          (not retryable)
+  bad_response,     // not HTTP, not JSON, not an OpenAI shape               (not retryable)
+  closed_early,     // connection closed before the response was complete   (retryable*)
+  overloaded,       // every member of the pool is at max_concurrent         (retryable)
+  cancelled,        // the client went away                                  (not retryable)
 };
+// * Nothing is retryable once after_first_byte is set: the client already has part of an answer.
 
 const char* to_string(UpstreamErrorKind kind);
 
 struct UpstreamError {
   UpstreamErrorKind kind = UpstreamErrorKind::bad_response;
-  std::string message;                      // human detail, never contains the API key
-  std::string upstream;                     // member name that failed, empty if none picked
-  int http_status = 0;                      // upstream status when there was one
-  std::string upstream_body;                // upstream error body (4xx), for pass-through
+  std::string message;                         // human detail, never contains the API key
+  std::string upstream;                        // member name that failed, empty if none picked
+  int http_status = 0;                         // upstream status when there was one
+  std::string upstream_body;                   // upstream error body (4xx), for pass-through
   std::optional<std::int64_t> retry_after_ms;  // from Retry-After on 429/503
-  bool after_first_byte = false;            // some of the response already reached the client
+  bool after_first_byte = false;               // some of the response already reached the client
 
   bool retryable() const;
   // The error the gateway's client sees: 502 for a broken upstream, 504 for a timeout,

@@ -31,7 +31,7 @@ void RequestLog::write(nlohmann::json record) {
   line += '\n';
   std::lock_guard lock(mutex_);
   std::fwrite(line.data(), 1, line.size(), file_);
-  if (file_ == stdout) std::fflush(file_);  // an operator tailing stdout sees each request
+  std::fflush(file_);  // an operator tailing the log sees each request as it ends
 }
 
 void RequestLog::flush() {

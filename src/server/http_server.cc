@@ -116,6 +116,11 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
   beast::flat_buffer buffer;
   const auto idle_timeout = std::chrono::milliseconds(config_.idle_timeout_ms);
   const auto read_timeout = std::chrono::milliseconds(config_.read_timeout_ms);
+  auto body_too_large = [this] {
+    return ApiError::payload_too_large("request body exceeds the limit of " +
+                                       std::to_string(config_.max_body_bytes) + " bytes")
+        .body();
+  };
 
   while (!draining_) {
     http::request_parser<http::string_body> parser;
@@ -127,6 +132,11 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
     beast::error_code ec;
     co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     connection->idle = false;
+    if (ec == http::error::body_limit) {  // a chunked body can overflow while headers are parsed
+      co_await reject_early(stream, parser, http::status::payload_too_large,
+                            body_too_large());
+      break;
+    }
     if (ec) {
       if (!is_disconnect(ec) && ec != http::error::partial_message) {
         co_await reject_early(stream, parser, http::status::bad_request,
@@ -162,8 +172,7 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     if (ec == http::error::body_limit) {
       co_await reject_early(stream, parser, http::status::payload_too_large,
-                            ApiError::payload_too_large("request body exceeds the limit of " +
-                                                        std::to_string(config_.max_body_bytes) + " bytes").body());
+                            body_too_large());
       break;
     }
     if (ec == beast::error::timeout) {

@@ -103,7 +103,8 @@ TEST_F(GatewayRoundTripTest, ServiceEndpoints) {
   auto models = get("/v1/models");
   ASSERT_EQ(models.status, 200);
   std::string ids;
-  for (const auto& m : models.json()["data"]) ids += m["id"].get<std::string>() + ",";
+  const auto listed = models.json();
+  for (const auto& m : listed["data"]) ids += m["id"].get<std::string>() + ",";
   EXPECT_NE(ids.find("cloud-small"), std::string::npos);
   EXPECT_NE(ids.find("cloud-large"), std::string::npos);
 
@@ -111,12 +112,12 @@ TEST_F(GatewayRoundTripTest, ServiceEndpoints) {
   auto metrics = get("/metrics");
   ASSERT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.header("content-type").find("text/plain"), std::string::npos);
-  EXPECT_NE(metrics.body.find("hengshi_http_requests_total{method=\"POST\",route=\"/v1/chat/completions\",status=\"200\"} 1"),
+  EXPECT_NE(metrics.body.find("hengshi_http_requests_total{route=\"/v1/chat/completions\",method=\"POST\",status=\"200\"} 1"),
             std::string::npos)
       << metrics.body;
   EXPECT_NE(metrics.body.find("hengshi_http_request_duration_seconds_bucket{route=\"/v1/chat/completions\""),
             std::string::npos);
-  EXPECT_NE(metrics.body.find("hengshi_routed_requests_total{reason=\"model_pinned\",route=\"cloud-small\"} 1"),
+  EXPECT_NE(metrics.body.find("hengshi_routed_requests_total{route=\"cloud-small\",reason=\"model_pinned\"} 1"),
             std::string::npos);
 }
 

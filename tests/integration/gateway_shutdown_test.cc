@@ -16,7 +16,7 @@ class GatewayShutdownTest : public GatewayFixture {
 
 TEST_F(GatewayShutdownTest, SigtermLetsInFlightRequestsFinishAndRefusesNewOnes) {
   auto in_flight = std::async(std::launch::async, [&] {
-    return chat(user_message("cloud-small", "take your time [[sim:slow=1500]]"));
+    return chat(user_message("cloud-small", "take your time [[sim:slow=800]]"));
   });
   ASSERT_TRUE(wait_until([&] { return sim_stats(*small_)["in_flight"] == 1; }));
 

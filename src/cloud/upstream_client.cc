@@ -1,0 +1,754 @@
+#include "cloud/upstream_client.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "core/asio.h"
+
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+#include <sys/socket.h>
+
+#include "cloud/sse_parser.h"
+#include "cloud/tls_context.h"
+
+namespace hengshi::cloud {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::size_t kStreamReadBytes = 16 * 1024;    // one read of a stream body
+constexpr std::uint64_t kMaxResponseBytes = 64 << 20;  // non-stream body, error bodies
+constexpr std::size_t kErrorSnippetChars = 200;        // of an upstream body, in messages
+// After [DONE] the chunked terminator normally follows in the same or the next segment; wait
+// this long for it so the connection can be reused, otherwise close it.
+constexpr Millis kDrainGrace{100};
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          static constexpr char kHex[] = "0123456789abcdef";
+          out += "\\u00";
+          out += kHex[(c >> 4) & 0xf];
+          out += kHex[c & 0xf];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+void append_json(std::string& out, const json& value) {
+  out += value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The caller's body re-serialized for the member: "model" replaced, "stream" forced, and for
+// streams stream_options.include_usage forced on. Top-level values are copied as they are
+// (no deep copy of the caller's messages). The gateway's "hengshi" object never goes upstream.
+std::string upstream_body(const json& request, const std::string& model, bool stream) {
+  std::string out;
+  out.reserve(256);
+  out += "{\"model\":";
+  append_json_string(out, model);
+  out += stream ? ",\"stream\":true" : ",\"stream\":false";
+  const json* stream_options = nullptr;
+  if (request.is_object()) {
+    for (auto it = request.begin(); it != request.end(); ++it) {
+      const std::string& key = it.key();
+      if (key == "model" || key == "stream" || key == "hengshi") continue;
+      if (key == "stream_options") {
+        stream_options = &it.value();
+        continue;  // OpenAI rejects stream_options on non-stream requests
+      }
+      out += ',';
+      append_json_string(out, key);
+      out += ':';
+      append_json(out, it.value());
+    }
+  }
+  if (stream) {
+    out += ",\"stream_options\":";
+    if (stream_options != nullptr && stream_options->is_object()) {
+      json merged = *stream_options;
+      merged["include_usage"] = true;
+      append_json(out, merged);
+    } else {
+      out += "{\"include_usage\":true}";
+    }
+  }
+  out += '}';
+  return out;
+}
+
+bool caller_wants_usage(const json& request) {
+  if (!request.is_object()) return false;
+  auto options = request.find("stream_options");
+  if (options == request.end() || !options->is_object()) return false;
+  auto include = options->find("include_usage");
+  return include != options->end() && include->is_boolean() && include->get<bool>();
+}
+
+std::int64_t int_field(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+}
+
+// Usage from a response or chunk object, when it carries a "usage" object.
+bool read_usage(const json& object, Usage& usage) {
+  if (!object.is_object()) return false;
+  auto it = object.find("usage");
+  if (it == object.end() || !it->is_object()) return false;
+  usage.prompt_tokens = int_field(*it, "prompt_tokens");
+  usage.completion_tokens = int_field(*it, "completion_tokens");
+  return true;
+}
+
+// Cheap pre-check: only chunks with a "usage" object (not "usage":null) need a full parse.
+bool mentions_usage_object(std::string_view chunk) {
+  constexpr std::string_view kKey = "\"usage\"";
+  for (auto at = chunk.find(kKey); at != std::string_view::npos; at = chunk.find(kKey, at + 1)) {
+    std::size_t i = at + kKey.size();
+    while (i < chunk.size() && (chunk[i] == ' ' || chunk[i] == '\t' || chunk[i] == '\n' ||
+                                chunk[i] == '\r' || chunk[i] == ':')) {
+      ++i;
+    }
+    if (i < chunk.size() && chunk[i] == '{') return true;
+  }
+  return false;
+}
+
+// Retry-After in seconds (the HTTP-date form is ignored).
+std::optional<std::int64_t> retry_after_ms(std::string_view value) {
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  double seconds = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (ec != std::errc() || end == value.data() || seconds < 0) return std::nullopt;
+  return static_cast<std::int64_t>(seconds * 1000.0);
+}
+
+std::string snippet(std::string_view body) {
+  if (body.size() <= kErrorSnippetChars) return std::string(body);
+  return std::string(body.substr(0, kErrorSnippetChars)) + "...";
+}
+
+std::string trim(std::string_view text) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  return std::string(text);
+}
+
+}  // namespace
+
+// One pooled connection: the stream plus the buffers a call reuses.
+struct UpstreamClient::Connection {
+  Connection(const asio::any_io_executor& executor, asio::ssl::context* tls) {
+    if (tls != nullptr) {
+      secure.emplace(executor, *tls);
+    } else {
+      plain.emplace(executor);
+    }
+  }
+  beast::tcp_stream& lowest() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
+  beast::flat_buffer buffer;           // bytes read from the socket, not yet parsed
+  std::string head;                    // request head being sent
+  std::unique_ptr<char[]> read_chunk;  // stream body bytes, allocated on first stream
+  SseParser sse;
+  bool reused = false;    // came from the idle list (the server may have closed it since)
+  bool reusable = false;  // the last exchange left it clean: goes back to the idle list
+};
+
+// The state of one complete()/stream() call: admission, the time limits, cancellation, the
+// exchange itself and the bookkeeping at the end. Lives in the calling coroutine's frame.
+class UpstreamCall {
+ public:
+  using Connection = UpstreamClient::Connection;
+
+  UpstreamCall(UpstreamClient& client, Deadline deadline, CancelToken& cancel)
+      : client_(client), cancel_(cancel), start_(Clock::now()) {
+    const auto& config = client.config_;
+    admitted_ = client.outstanding_.fetch_add(1, std::memory_order_relaxed) <
+                std::max(1, config.max_concurrent);
+    if (!admitted_) {
+      client.outstanding_.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+    client.metrics_.call_started();
+    total_at_ = std::min(deadline.at(), start_ + Millis(config.total_timeout_ms));
+    ttft_at_ = start_ + Millis(config.ttft_timeout_ms);
+    ttft_kind_ = UpstreamErrorKind::ttft_timeout;
+    if (ttft_at_ >= total_at_) {  // the overall limit comes first: report that one
+      ttft_at_ = total_at_;
+      ttft_kind_ = UpstreamErrorKind::total_timeout;
+    }
+    registration_ = cancel_.on_cancel([this] { abort(); });
+  }
+
+  ~UpstreamCall() {
+    if (!admitted_) return;
+    client_.outstanding_.fetch_sub(1, std::memory_order_relaxed);
+    client_.metrics_.call_ended();
+  }
+
+  UpstreamCall(const UpstreamCall&) = delete;
+  UpstreamCall& operator=(const UpstreamCall&) = delete;
+
+  awaitable<Result<UpstreamReply, UpstreamError>> complete(const json& request) {
+    if (auto refused = refuse()) co_return finish(std::move(*refused));
+    body_ = upstream_body(request, client_.config_.model, /*stream=*/false);
+    for (int attempt = 0;; ++attempt) {
+      auto acquired = co_await acquire(/*fresh=*/attempt > 0);
+      if (!acquired) co_return finish(acquired.error());
+      std::unique_ptr<Connection> connection = std::move(acquired).value();
+      bool retry_fresh = false;
+      // Not a conditional expression: g++ 12 mishandles temporaries of co_await inside ?:.
+      std::optional<Result<UpstreamReply, UpstreamError>> result;
+      if (connection->secure) {
+        result.emplace(co_await exchange_json(*connection->secure, *connection, retry_fresh));
+      } else {
+        result.emplace(co_await exchange_json(*connection->plain, *connection, retry_fresh));
+      }
+      settle(std::move(connection));
+      if (!*result && retry_fresh && attempt == 0) continue;
+      if (!*result) co_return finish(result->error());
+      UpstreamReply& reply = result->value();
+      reply.latency = elapsed();
+      client_.record_latency(reply.latency);
+      client_.metrics_.succeeded(reply.latency);
+      co_return std::move(reply);
+    }
+  }
+
+  awaitable<Result<StreamSummary, UpstreamError>> stream(const json& request, ChunkSink& sink) {
+    if (auto refused = refuse()) co_return finish(std::move(*refused));
+    body_ = upstream_body(request, client_.config_.model, /*stream=*/true);
+    caller_wants_usage_ = caller_wants_usage(request);
+    for (int attempt = 0;; ++attempt) {
+      auto acquired = co_await acquire(/*fresh=*/attempt > 0);
+      if (!acquired) co_return finish(acquired.error());
+      std::unique_ptr<Connection> connection = std::move(acquired).value();
+      bool retry_fresh = false;
+      std::optional<Result<StreamSummary, UpstreamError>> result;
+      if (connection->secure) {
+        result.emplace(co_await exchange_sse(*connection->secure, *connection, sink, retry_fresh));
+      } else {
+        result.emplace(co_await exchange_sse(*connection->plain, *connection, sink, retry_fresh));
+      }
+      settle(std::move(connection));
+      if (!*result && retry_fresh && attempt == 0) continue;
+      if (!*result) co_return finish(result->error());
+      StreamSummary& summary = result->value();
+      summary.latency = elapsed();
+      client_.record_latency(summary.ttft);
+      client_.metrics_.first_chunk(summary.ttft);
+      client_.metrics_.succeeded(summary.latency);
+      co_return std::move(summary);
+    }
+  }
+
+ private:
+  std::chrono::microseconds elapsed() const {
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_);
+  }
+
+  UpstreamError error(UpstreamErrorKind kind, std::string message) const {
+    UpstreamError e;
+    e.kind = kind;
+    e.message = std::move(message);
+    e.upstream = client_.config_.name;
+    e.after_first_byte = after_first_byte_;
+    return e;
+  }
+
+  UpstreamError finish(UpstreamError e) {
+    client_.metrics_.failed(e.kind);
+    return e;
+  }
+
+  std::optional<UpstreamError> refuse() const {
+    if (!admitted_) {
+      return error(UpstreamErrorKind::overloaded,
+                   "max_concurrent (" + std::to_string(client_.config_.max_concurrent) +
+                       ") calls already in flight");
+    }
+    if (cancel_.cancelled()) return error(UpstreamErrorKind::cancelled, "cancelled before sending");
+    return std::nullopt;
+  }
+
+  // CancelToken callback: close whatever the call is waiting on; the pending operation then
+  // fails and the failure is reported as cancelled.
+  void abort() {
+    aborted_ = true;
+    if (resolver_ != nullptr) resolver_->cancel();
+    if (active_ != nullptr) active_->lowest().close();
+  }
+
+  // Sets the limit for the next operations on the connection and what hitting it means.
+  void arm(Connection& connection, Clock::time_point at, UpstreamErrorKind kind) {
+    connection.lowest().expires_at(at);
+    expiry_at_ = at;
+    expiry_kind_ = kind;
+  }
+
+  bool timed_out(const beast::error_code& ec) const {
+    return ec == beast::error::timeout || Clock::now() >= expiry_at_;
+  }
+
+  // An I/O failure, classified: the client went away, a limit passed, or `otherwise`.
+  UpstreamError io_failure(const beast::error_code& ec, UpstreamErrorKind otherwise,
+                           const char* during) const {
+    if (aborted_ || cancel_.cancelled()) return error(UpstreamErrorKind::cancelled, during);
+    if (timed_out(ec)) return error(expiry_kind_, std::string("timed out ") + during);
+    return error(otherwise, std::string(during) + ": " + ec.message());
+  }
+
+  // A read failure: malformed HTTP is a bad response, anything else a connection lost early.
+  UpstreamError read_failure(const beast::error_code& ec, const char* during) const {
+    bool malformed = ec.category() == http::make_error_code(http::error::bad_version).category() &&
+                     ec != http::error::end_of_stream && ec != http::error::partial_message;
+    return io_failure(
+        ec, malformed ? UpstreamErrorKind::bad_response : UpstreamErrorKind::closed_early, during);
+  }
+
+  // A reused connection that fails before any response byte was probably closed by the server
+  // while idle: the request can go again on a fresh connection, invisibly to the caller.
+  bool stale(const Connection& connection, const beast::error_code& ec, bool got_some) const {
+    return connection.reused && !got_some && connection.buffer.size() == 0 && !aborted_ &&
+           !cancel_.cancelled() && !timed_out(ec);
+  }
+
+  UpstreamError status_error(unsigned status, const http::fields& headers, std::string body) {
+    UpstreamErrorKind kind = UpstreamErrorKind::bad_response;
+    if (status == 429) {
+      kind = UpstreamErrorKind::rate_limited;
+    } else if (status >= 500 && status < 600) {
+      kind = UpstreamErrorKind::server_error;
+    } else if (status >= 400 && status < 500) {
+      kind = UpstreamErrorKind::client_error;
+    }
+    std::string message = "HTTP " + std::to_string(status);
+    if (!body.empty()) message += ": " + snippet(body);
+    UpstreamError e = error(kind, std::move(message));
+    e.http_status = static_cast<int>(status);
+    e.upstream_body = std::move(body);
+    if (status == 429 || status == 503) {
+      auto it = headers.find(http::field::retry_after);
+      if (it != headers.end()) {
+        e.retry_after_ms = retry_after_ms(std::string_view(it->value().data(), it->value().size()));
+      }
+    }
+    return e;
+  }
+
+  void settle(std::unique_ptr<Connection> connection) {
+    active_ = nullptr;
+    if (connection->reusable && !aborted_ && connection->lowest().socket().is_open()) {
+      client_.release(std::move(connection));
+    }
+  }
+
+  awaitable<Result<std::unique_ptr<Connection>, UpstreamError>> acquire(bool fresh) {
+    while (!fresh) {
+      auto idle = client_.take_idle();
+      if (!idle) break;
+      if (!still_open(*idle)) continue;  // dropped; try the next one
+      idle->reused = true;
+      idle->reusable = false;
+      active_ = idle.get();
+      co_return std::move(idle);
+    }
+    co_return co_await connect();
+  }
+
+  awaitable<Result<std::unique_ptr<Connection>, UpstreamError>> connect() {
+    auto executor = co_await asio::this_coro::executor;
+    auto connection =
+        std::make_unique<Connection>(executor, client_.url_.tls() ? client_.tls_.get() : nullptr);
+    active_ = connection.get();
+    Clock::time_point connect_at = Clock::now() + Millis(client_.config_.connect_timeout_ms);
+    UpstreamErrorKind connect_kind = UpstreamErrorKind::connect_timeout;
+    if (connect_at >= ttft_at_) {
+      connect_at = ttft_at_;
+      connect_kind = ttft_kind_;
+    }
+    arm(*connection, connect_at, connect_kind);
+    const Url& url = client_.url_;
+    beast::error_code ec;
+    if (client_.host_is_ip_) {
+      co_await connection->lowest().async_connect(tcp::endpoint(client_.host_ip_, client_.port_),
+                                                  asio::redirect_error(use_awaitable, ec));
+    } else {
+      auto endpoints = co_await resolve(executor, connect_at, ec);
+      if (ec) {
+        co_return io_failure(ec, UpstreamErrorKind::connect_failed,
+                             ("resolving " + url.host).c_str());
+      }
+      co_await connection->lowest().async_connect(endpoints,
+                                                  asio::redirect_error(use_awaitable, ec));
+    }
+    if (ec) {
+      co_return io_failure(ec, UpstreamErrorKind::connect_failed,
+                           ("connecting to " + url.host + ":" + url.port).c_str());
+    }
+    connection->lowest().socket().set_option(tcp::no_delay(true), ec);
+    if (connection->secure) {
+      SSL* ssl = connection->secure->native_handle();
+      if (!client_.host_is_ip_) SSL_set_tlsext_host_name(ssl, url.host.c_str());
+      if (client_.config_.tls_verify) {
+        X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+        int set = client_.host_is_ip_ ? X509_VERIFY_PARAM_set1_ip_asc(param, url.host.c_str())
+                                      : X509_VERIFY_PARAM_set1_host(param, url.host.c_str(), 0);
+        if (set != 1) {
+          co_return error(UpstreamErrorKind::connect_failed,
+                          "cannot verify certificates for host " + url.host);
+        }
+      }
+      co_await connection->secure->async_handshake(asio::ssl::stream_base::client,
+                                                   asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        co_return io_failure(ec, UpstreamErrorKind::connect_failed,
+                             ("TLS handshake with " + url.host).c_str());
+      }
+    }
+    co_return std::move(connection);
+  }
+
+  // One non-blocking peek: an idle connection the server has closed reads EOF. A closure that
+  // races this check is still caught by the stale-connection retry.
+  static bool still_open(Connection& connection) {
+    auto& socket = connection.lowest().socket();
+    if (!socket.is_open()) return false;
+    char byte = 0;
+    ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return false;
+    // Plain HTTP must be silent between responses; TLS may carry post-handshake messages.
+    if (n > 0) return connection.secure.has_value();
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  }
+
+  // Asio's resolver has no timeout: a timer on the same executor cancels it at `limit`.
+  awaitable<tcp::resolver::results_type> resolve(const asio::any_io_executor& executor,
+                                                 Clock::time_point limit, beast::error_code& ec) {
+    struct Resolving {
+      explicit Resolving(const asio::any_io_executor& executor) : resolver(executor) {}
+      tcp::resolver resolver;
+      bool done = false;
+    };
+    auto resolving = std::make_shared<Resolving>(executor);
+    asio::steady_timer timer(executor, limit);
+    timer.async_wait([resolving](const beast::error_code& timer_ec) {
+      if (!timer_ec && !resolving->done) resolving->resolver.cancel();
+    });
+    resolver_ = &resolving->resolver;
+    auto results = co_await resolving->resolver.async_resolve(
+        client_.url_.host, client_.url_.port, asio::redirect_error(use_awaitable, ec));
+    resolving->done = true;
+    resolver_ = nullptr;
+    timer.cancel();
+    co_return results;
+  }
+
+  template <class Stream>
+  awaitable<void> send_request(Stream& stream, Connection& connection, beast::error_code& ec) {
+    std::string& head = connection.head;
+    head.assign(client_.request_head_);
+    std::array<char, 24> digits{};
+    auto [end, _] = std::to_chars(digits.data(), digits.data() + digits.size(), body_.size());
+    head.append(digits.data(), end);
+    head += "\r\n\r\n";
+    std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body_)};
+    co_await asio::async_write(stream, buffers, asio::redirect_error(use_awaitable, ec));
+  }
+
+  template <class Stream>
+  awaitable<Result<UpstreamReply, UpstreamError>> exchange_json(Stream& stream,
+                                                                Connection& connection,
+                                                                bool& retry_fresh) {
+    beast::error_code ec;
+    arm(connection, ttft_at_, ttft_kind_);
+    co_await send_request(stream, connection, ec);
+    if (ec) {
+      retry_fresh = stale(connection, ec, false);
+      co_return io_failure(ec, UpstreamErrorKind::closed_early, "sending the request");
+    }
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kMaxResponseBytes);
+    co_await http::async_read_header(stream, connection.buffer, parser,
+                                     asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      retry_fresh = stale(connection, ec, parser.got_some());
+      co_return read_failure(ec, "waiting for the response");
+    }
+    arm(connection, total_at_, UpstreamErrorKind::total_timeout);
+    co_await http::async_read(stream, connection.buffer, parser,
+                              asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return read_failure(ec, "reading the response");
+    connection.reusable = parser.keep_alive() && connection.buffer.size() == 0;
+
+    auto& response = parser.get();
+    unsigned status = response.result_int();
+    if (status < 200 || status >= 300) {
+      co_return status_error(status, response.base(), std::move(response.body()));
+    }
+    UpstreamReply reply;
+    reply.body = json::parse(response.body(), nullptr, /*allow_exceptions=*/false);
+    if (!reply.body.is_object()) {
+      co_return error(UpstreamErrorKind::bad_response,
+                      "response is not a JSON object: " + snippet(response.body()));
+    }
+    auto choices = reply.body.find("choices");
+    if (choices == reply.body.end() || !choices->is_array()) {
+      co_return error(UpstreamErrorKind::bad_response,
+                      "response has no \"choices\": " + snippet(response.body()));
+    }
+    read_usage(reply.body, reply.usage);
+    reply.upstream = client_.config_.name;
+    reply.model = client_.config_.model;
+    co_return reply;
+  }
+
+  template <class Stream>
+  awaitable<Result<StreamSummary, UpstreamError>> exchange_sse(Stream& stream,
+                                                               Connection& connection,
+                                                               ChunkSink& sink, bool& retry_fresh) {
+    beast::error_code ec;
+    arm(connection, ttft_at_, ttft_kind_);
+    co_await send_request(stream, connection, ec);
+    if (ec) {
+      retry_fresh = stale(connection, ec, false);
+      co_return io_failure(ec, UpstreamErrorKind::closed_early, "sending the request");
+    }
+    http::response_parser<http::buffer_body> parser;
+    // A stream is bounded by total_timeout_ms instead. Not boost::none: Beast 1.74 compares a
+    // Content-Length against an empty optional as "over the limit".
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    co_await http::async_read_header(stream, connection.buffer, parser,
+                                     asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      retry_fresh = stale(connection, ec, parser.got_some());
+      co_return read_failure(ec, "waiting for the response");
+    }
+
+    unsigned status = parser.get().result_int();
+    if (status < 200 || status >= 300) {
+      // Read the error body whole; the parser takes over the header already read.
+      http::response_parser<http::string_body> error_parser(std::move(parser));
+      error_parser.body_limit(kMaxResponseBytes);
+      arm(connection, total_at_, UpstreamErrorKind::total_timeout);
+      co_await http::async_read(stream, connection.buffer, error_parser,
+                                asio::redirect_error(use_awaitable, ec));
+      if (!ec) connection.reusable = error_parser.keep_alive() && connection.buffer.size() == 0;
+      auto& response = error_parser.get();
+      co_return status_error(status, response.base(),
+                             ec ? std::string() : std::move(response.body()));
+    }
+    auto content_type = parser.get()[http::field::content_type];
+    if (!beast::iequals(content_type.substr(0, 17), "text/event-stream")) {
+      co_return error(
+          UpstreamErrorKind::bad_response,
+          "expected a text/event-stream response, got '" + std::string(content_type) + "'");
+    }
+
+    if (!connection.read_chunk) connection.read_chunk = std::make_unique<char[]>(kStreamReadBytes);
+    SseParser& sse = connection.sse;
+    sse.reset();
+    StreamSummary summary;
+    summary.upstream = client_.config_.name;
+    summary.model = client_.config_.model;
+    bool first_event = true;
+    bool done = false;
+    while (!done) {
+      while (auto event = sse.next_event()) {
+        if (*event == "[DONE]") {
+          done = true;
+          break;
+        }
+        if (first_event) {
+          first_event = false;
+          summary.ttft = elapsed();
+          arm(connection, total_at_, UpstreamErrorKind::total_timeout);
+        }
+        if (!json::accept(event->begin(), event->end())) {
+          co_return error(UpstreamErrorKind::bad_response,
+                          "stream chunk is not JSON: " + snippet(*event));
+        }
+        if (mentions_usage_object(*event)) {
+          auto chunk = json::parse(event->begin(), event->end(), nullptr, false);
+          read_usage(chunk, summary.usage);
+          auto choices = chunk.find("choices");
+          bool usage_only = choices == chunk.end() || (choices->is_array() && choices->empty());
+          // The caller did not ask for usage: it would not have had this chunk.
+          if (usage_only && !caller_wants_usage_) continue;
+        }
+        bool keep_going = co_await sink(*event);
+        ++summary.chunks;
+        after_first_byte_ = true;
+        if (!keep_going)
+          co_return error(UpstreamErrorKind::cancelled, "the client stopped reading");
+      }
+      if (done) break;
+      if (parser.is_done()) {
+        co_return error(UpstreamErrorKind::closed_early, "stream ended without [DONE]");
+      }
+      auto& body = parser.get().body();
+      body.data = connection.read_chunk.get();
+      body.size = kStreamReadBytes;
+      co_await http::async_read_some(stream, connection.buffer, parser,
+                                     asio::redirect_error(use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) co_return read_failure(ec, "reading the stream");
+      sse.append(std::string_view(connection.read_chunk.get(), kStreamReadBytes - body.size));
+    }
+
+    // Drain the rest of the body (the chunked terminator) so the connection can be reused.
+    if (parser.keep_alive()) {
+      auto drain_at = std::min(total_at_, Clock::now() + kDrainGrace);
+      arm(connection, drain_at, UpstreamErrorKind::total_timeout);
+      while (!parser.is_done()) {
+        auto& body = parser.get().body();
+        body.data = connection.read_chunk.get();
+        body.size = kStreamReadBytes;
+        co_await http::async_read_some(stream, connection.buffer, parser,
+                                       asio::redirect_error(use_awaitable, ec));
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec) break;
+      }
+      connection.reusable = !ec && parser.is_done() && connection.buffer.size() == 0;
+    }
+    co_return summary;
+  }
+
+  UpstreamClient& client_;
+  CancelToken& cancel_;
+  CancelToken::Registration registration_;
+  Clock::time_point start_;
+  Clock::time_point ttft_at_;
+  Clock::time_point total_at_;
+  UpstreamErrorKind ttft_kind_ = UpstreamErrorKind::ttft_timeout;
+  Clock::time_point expiry_at_ = Clock::time_point::max();
+  UpstreamErrorKind expiry_kind_ = UpstreamErrorKind::total_timeout;
+  std::string body_;
+  Connection* active_ = nullptr;       // connection in use, closed by abort()
+  tcp::resolver* resolver_ = nullptr;  // resolver in use, cancelled by abort()
+  bool admitted_ = false;
+  bool aborted_ = false;
+  bool after_first_byte_ = false;
+  bool caller_wants_usage_ = false;
+};
+
+UpstreamClient::UpstreamClient(UpstreamConfig config, Url url,
+                               std::shared_ptr<asio::ssl::context> tls, std::string pool)
+    : config_(std::move(config)),
+      url_(std::move(url)),
+      tls_(std::move(tls)),
+      metrics_(pool, config_.name) {
+  if (url_.tls() && !tls_) {
+    auto context = make_client_tls_context();
+    if (context) tls_ = std::move(context).value();
+  }
+  std::from_chars(url_.port.data(), url_.port.data() + url_.port.size(), port_);
+  beast::error_code ec;
+  host_ip_ = asio::ip::make_address(url_.host, ec);
+  host_is_ip_ = !ec;
+
+  std::string host = host_ip_.is_v6() && host_is_ip_ ? "[" + url_.host + "]" : url_.host;
+  bool default_port = url_.port == (url_.tls() ? "443" : "80");
+  if (!default_port) host += ":" + url_.port;
+  request_head_ = "POST " + url_.path + "/chat/completions HTTP/1.1\r\nHost: " + host +
+                  "\r\nUser-Agent: hengshi\r\nContent-Type: application/json\r\n";
+  if (!config_.api_key_env.empty()) {
+    const char* value = std::getenv(config_.api_key_env.c_str());
+    std::string key = trim(value != nullptr ? value : "");
+    bool header_safe = std::none_of(key.begin(), key.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (!key.empty() && header_safe) request_head_ += "Authorization: Bearer " + key + "\r\n";
+  }
+  request_head_ += "Content-Length: ";
+}
+
+UpstreamClient::~UpstreamClient() = default;
+
+awaitable<Result<UpstreamReply, UpstreamError>> UpstreamClient::complete(const json& request,
+                                                                         Deadline deadline,
+                                                                         CancelToken cancel) {
+  UpstreamCall call(*this, deadline, cancel);
+  co_return co_await call.complete(request);
+}
+
+awaitable<Result<StreamSummary, UpstreamError>> UpstreamClient::stream(const json& request,
+                                                                       Deadline deadline,
+                                                                       CancelToken cancel,
+                                                                       ChunkSink sink) {
+  UpstreamCall call(*this, deadline, cancel);
+  co_return co_await call.stream(request, sink);
+}
+
+std::size_t UpstreamClient::idle_connections() {
+  std::lock_guard lock(idle_mutex_);
+  return idle_.size();
+}
+
+std::unique_ptr<UpstreamClient::Connection> UpstreamClient::take_idle() {
+  std::lock_guard lock(idle_mutex_);
+  if (idle_.empty()) return nullptr;
+  // Most recently used first: the least likely to have been closed by the server.
+  auto connection = std::move(idle_.back());
+  idle_.pop_back();
+  return connection;
+}
+
+void UpstreamClient::release(std::unique_ptr<Connection> connection) {
+  connection->lowest().expires_never();
+  connection->reused = false;
+  std::lock_guard lock(idle_mutex_);
+  if (idle_.size() < static_cast<std::size_t>(std::max(1, config_.max_concurrent))) {
+    idle_.push_back(std::move(connection));
+    return;
+  }
+  // More idle connections than could ever be in use at once: this one is closed (after the
+  // lock is released, by the unique_ptr going out of scope).
+}
+
+void UpstreamClient::record_latency(std::chrono::microseconds latency) {
+  constexpr double kAlpha = 0.2;
+  double sample = static_cast<double>(latency.count());
+  double current = latency_ewma_us_.load(std::memory_order_relaxed);
+  double next = 0;
+  do {
+    next = current == 0.0 ? sample : current + kAlpha * (sample - current);
+  } while (!latency_ewma_us_.compare_exchange_weak(current, next, std::memory_order_relaxed));
+}
+
+}  // namespace hengshi::cloud
