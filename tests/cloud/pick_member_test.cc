@@ -1,0 +1,87 @@
+#include <map>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cloud/cloud_pool.h"
+
+namespace hengshi::cloud {
+namespace {
+
+std::map<int, int> tally(const std::vector<MemberSignal>& members, const std::string& balancer,
+                         int rounds = 2000) {
+  std::mt19937_64 rng(42);
+  std::map<int, int> picks;
+  for (int i = 0; i < rounds; ++i) ++picks[pick_member(members, balancer, rng)];
+  return picks;
+}
+
+TEST(PickMember, P2cPrefersTheFasterMember) {
+  std::vector<MemberSignal> members = {{0, 10, 5000.0}, {0, 10, 500.0}};
+  auto picks = tally(members, "p2c");
+  EXPECT_EQ(picks[1], 2000);  // with two members both are always compared
+}
+
+TEST(PickMember, P2cPrefersTheLessLoadedMember) {
+  std::vector<MemberSignal> members = {{6, 10, 1000.0}, {0, 10, 1000.0}, {6, 10, 1000.0}};
+  auto picks = tally(members, "p2c");
+  // Member 1 wins every comparison it is part of: 2 of the 3 pairs.
+  EXPECT_GT(picks[1], 1200);
+  EXPECT_LT(picks[1], 1500);
+}
+
+TEST(PickMember, P2cWeighsLatencyTimesLoad) {
+  // 1000 µs × (1+1) = 2000 beats 300 µs × (9+1) = 3000.
+  std::vector<MemberSignal> members = {{1, 20, 1000.0}, {9, 20, 300.0}};
+  EXPECT_EQ(tally(members, "p2c")[0], 2000);
+}
+
+TEST(PickMember, P2cGivesAnUnmeasuredMemberANeutralPrior) {
+  // No latency yet: scored as the mean of the others, so its lower load wins.
+  std::vector<MemberSignal> members = {{0, 10, 0.0}, {1, 10, 800.0}};
+  EXPECT_EQ(tally(members, "p2c")[0], 2000);
+  // And a busier unmeasured member loses to an idle measured one.
+  members = {{3, 10, 0.0}, {0, 10, 800.0}};
+  EXPECT_EQ(tally(members, "p2c")[1], 2000);
+}
+
+TEST(PickMember, SkipsMembersAtMaxConcurrent) {
+  std::vector<MemberSignal> members = {{4, 4, 10.0}, {100, 200, 90000.0}, {2, 2, 10.0}};
+  for (const char* balancer : {"p2c", "least_outstanding"}) {
+    auto picks = tally(members, balancer);
+    EXPECT_EQ(picks[1], 2000) << balancer;
+  }
+}
+
+TEST(PickMember, MinusOneWhenEveryMemberIsFull) {
+  std::vector<MemberSignal> members = {{4, 4, 10.0}, {1, 1, 10.0}};
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(pick_member(members, "p2c", rng), -1);
+  EXPECT_EQ(pick_member(members, "least_outstanding", rng), -1);
+  EXPECT_EQ(pick_member({}, "p2c", rng), -1);
+}
+
+TEST(PickMember, LeastOutstandingPicksTheMinimum) {
+  std::vector<MemberSignal> members = {{3, 10, 1.0}, {1, 10, 99999.0}, {2, 10, 1.0}};
+  EXPECT_EQ(tally(members, "least_outstanding")[1], 2000);
+}
+
+TEST(PickMember, LeastOutstandingBreaksTiesAtRandom) {
+  std::vector<MemberSignal> members = {{1, 10, 1.0}, {5, 10, 1.0}, {1, 10, 1.0}, {1, 10, 1.0}};
+  auto picks = tally(members, "least_outstanding", 3000);
+  EXPECT_EQ(picks[1], 0);
+  for (int i : {0, 2, 3}) {
+    EXPECT_GT(picks[i], 800) << i;
+    EXPECT_LT(picks[i], 1200) << i;
+  }
+}
+
+TEST(PickMember, SpreadsAcrossEqualMembers) {
+  std::vector<MemberSignal> members(4, MemberSignal{0, 10, 100.0});
+  auto picks = tally(members, "p2c", 4000);
+  for (int i = 0; i < 4; ++i) EXPECT_GT(picks[i], 700) << i;
+}
+
+}  // namespace
+}  // namespace hengshi::cloud

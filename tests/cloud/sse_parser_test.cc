@@ -1,0 +1,75 @@
+#include "cloud/sse_parser.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace hengshi::cloud {
+namespace {
+
+std::vector<std::string> drain(SseParser& parser) {
+  std::vector<std::string> events;
+  while (auto event = parser.next_event()) events.emplace_back(*event);
+  return events;
+}
+
+TEST(SseParser, YieldsDataOfEachEvent) {
+  SseParser parser;
+  parser.append("data: {\"a\":1}\n\ndata: {\"b\":2}\n\ndata: [DONE]\n\n");
+  EXPECT_EQ(drain(parser), (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}", "[DONE]"}));
+}
+
+TEST(SseParser, IncompleteEventWaitsForItsBlankLine) {
+  SseParser parser;
+  parser.append("data: {\"a\":1}\n");
+  EXPECT_TRUE(drain(parser).empty());
+  parser.append("\n");
+  EXPECT_EQ(drain(parser), (std::vector<std::string>{"{\"a\":1}"}));
+}
+
+TEST(SseParser, AnySplitOfTheBytesGivesTheSameEvents) {
+  const std::string body =
+      ": keep-alive\r\n\r\nevent: message\r\ndata: {\"x\":\"y\"}\r\n\r\ndata:first\ndata: "
+      "second\n\n"
+      "id: 7\nretry: 10\n\ndata: {\"z\":0}\r\rdata: [DONE]\n\n";
+  const std::vector<std::string> expected = {"{\"x\":\"y\"}", "first\nsecond", "{\"z\":0}",
+                                             "[DONE]"};
+  for (std::size_t split = 0; split <= body.size(); ++split) {
+    SseParser parser;
+    parser.append(body.substr(0, split));
+    auto events = drain(parser);
+    parser.append(body.substr(split));
+    for (auto& event : drain(parser)) events.push_back(event);
+    EXPECT_EQ(events, expected) << "split at " << split;
+  }
+}
+
+TEST(SseParser, ByteByByte) {
+  const std::string body = "data: {\"a\":1}\r\n\r\ndata: {\"b\":2}\n\n";
+  SseParser parser;
+  std::vector<std::string> events;
+  for (char c : body) {
+    parser.append(std::string(1, c));
+    for (auto& event : drain(parser)) events.push_back(event);
+  }
+  EXPECT_EQ(events, (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}"}));
+  EXPECT_EQ(parser.pending_bytes(), 0u);
+}
+
+TEST(SseParser, EventsWithoutDataAndCommentsAreSkipped) {
+  SseParser parser;
+  parser.append(": ping\n\nevent: x\n\nid: 1\n\n");
+  EXPECT_TRUE(drain(parser).empty());
+}
+
+TEST(SseParser, ResetForgetsAPartialEvent) {
+  SseParser parser;
+  parser.append("data: partial");
+  parser.reset();
+  parser.append("data: whole\n\n");
+  EXPECT_EQ(drain(parser), (std::vector<std::string>{"whole"}));
+}
+
+}  // namespace
+}  // namespace hengshi::cloud

@@ -1,0 +1,780 @@
+#include "cloud/upstream_client.h"
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cloud/cloud_pool.h"
+#include "cloud/fake_upstream.h"
+#include "cloud/tls_context.h"
+#include "cloud/test_tls.h"
+#include "obs/metrics.h"
+
+namespace hengshi::cloud {
+namespace {
+
+using nlohmann::json;
+using testing::FakeReply;
+using testing::FakeRequest;
+using testing::FakeUpstream;
+using namespace std::chrono_literals;
+
+const json kRequest = {
+    {"model", "cloud-small"},
+    {"messages", {{{"role", "user"}, {"content", "hello \"there\"\n"}}}},
+    {"temperature", 0.5},
+    {"hengshi", {{"task_type", "chat"}}},
+};
+
+json stream_request(bool include_usage) {
+  json request = kRequest;
+  request["stream"] = true;
+  if (include_usage) request["stream_options"] = {{"include_usage", true}};
+  return request;
+}
+
+std::string content_chunk(const std::string& text) {
+  return json{{"object", "chat.completion.chunk"},
+              {"choices", {{{"index", 0}, {"delta", {{"content", text}}}}}}}
+      .dump();
+}
+const std::string kUsageChunk =
+    R"({"object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}})";
+
+// A flag set from any thread (posted to the strand) and awaited on the strand, with a bound.
+class Event {
+ public:
+  explicit Event(const asio::any_io_executor& executor) : timer_(executor) {}
+  void set() {
+    set_ = true;
+    timer_.cancel();
+  }
+  awaitable<bool> wait(std::chrono::milliseconds limit = 5s) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (!set_ && std::chrono::steady_clock::now() < until) {
+      timer_.expires_at(until);
+      beast::error_code ec;
+      co_await timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+    }
+    co_return set_;
+  }
+
+ private:
+  asio::steady_timer timer_;
+  bool set_ = false;
+};
+
+class UpstreamClientTest : public ::testing::Test {
+ protected:
+  // Runs a coroutine on the strand until the io_context has no more work; returns its value.
+  template <class MakeAwaitable>
+  auto run(MakeAwaitable make) {
+    using Value = typename decltype(make())::value_type;
+    std::optional<Value> out;
+    asio::co_spawn(
+        strand_, [&]() -> awaitable<void> { out.emplace(co_await make()); },
+        [](std::exception_ptr failure) {
+          if (failure) std::rethrow_exception(failure);
+        });
+    ioc_.restart();
+    ioc_.run();
+    return std::move(*out);
+  }
+
+  static UpstreamConfig member(const std::string& base_url, const std::string& name) {
+    UpstreamConfig config;
+    config.name = name;
+    config.base_url = base_url;
+    config.model = "upstream-model";
+    config.connect_timeout_ms = 2000;
+    config.ttft_timeout_ms = 5000;
+    config.total_timeout_ms = 10000;
+    config.max_concurrent = 8;
+    return config;
+  }
+
+  static std::unique_ptr<UpstreamClient> client(const UpstreamConfig& config,
+                                                std::shared_ptr<asio::ssl::context> tls = nullptr) {
+    auto url = parse_url(config.base_url);
+    EXPECT_TRUE(url.ok());
+    return std::make_unique<UpstreamClient>(config, url.value(), std::move(tls), "test-pool");
+  }
+
+  awaitable<Result<UpstreamReply, UpstreamError>> complete(UpstreamClient& c,
+                                                           Deadline deadline = Deadline::never(),
+                                                           CancelToken cancel = {}) {
+    co_return co_await c.complete(kRequest, deadline, cancel);
+  }
+
+  // A stream whose chunks are collected into `chunks`.
+  // `request` by value: the coroutine starts after the caller's temporaries are gone.
+  awaitable<Result<StreamSummary, UpstreamError>> stream(UpstreamClient& c, json request,
+                                                         std::vector<std::string>& chunks,
+                                                         std::function<void()> on_chunk = {}) {
+    ChunkSink sink = [&chunks, on_chunk](std::string_view chunk) -> awaitable<bool> {
+      chunks.emplace_back(chunk);
+      if (on_chunk) on_chunk();
+      co_return true;
+    };
+    co_return co_await c.stream(request, Deadline::never(), CancelToken{}, sink);
+  }
+
+  UpstreamError expect_error(const Result<UpstreamReply, UpstreamError>& result) {
+    EXPECT_FALSE(result.ok());
+    return result.ok() ? UpstreamError{} : result.error();
+  }
+  UpstreamError expect_error(const Result<StreamSummary, UpstreamError>& result) {
+    EXPECT_FALSE(result.ok());
+    return result.ok() ? UpstreamError{} : result.error();
+  }
+
+  asio::io_context ioc_;  // declared first: clients made in a test die before it
+  asio::strand<asio::io_context::executor_type> strand_ = asio::make_strand(ioc_);
+};
+
+TEST_F(UpstreamClientTest, NonStreamRoundTrip) {
+  ::setenv("HENGSHI_CLOUD_TEST_KEY", "sk-test-secret", 1);
+  FakeUpstream fake;
+  auto config = member(fake.base_url(), "roundtrip");
+  config.api_key_env = "HENGSHI_CLOUD_TEST_KEY";
+  auto c = client(config);
+
+  auto result = run([&] { return complete(*c); });
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result->upstream, "roundtrip");
+  EXPECT_EQ(result->model, "upstream-model");
+  EXPECT_EQ(result->usage.prompt_tokens, 11);
+  EXPECT_EQ(result->usage.completion_tokens, 7);
+  EXPECT_EQ(result->body["choices"][0]["message"]["content"], "hi") << result->body.dump();
+  EXPECT_GT(result->latency.count(), 0);
+  EXPECT_GT(c->latency_ewma_us(), 0.0);
+  EXPECT_EQ(c->outstanding(), 0);
+
+  auto requests = fake.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].target, "/v1/chat/completions");
+  EXPECT_EQ(requests[0].headers["authorization"], "Bearer sk-test-secret");
+  EXPECT_EQ(requests[0].headers["content-type"], "application/json");
+  EXPECT_EQ(requests[0].headers["host"], "127.0.0.1:" + std::to_string(fake.port()));
+  auto sent = json::parse(requests[0].body);
+  EXPECT_EQ(sent["model"], "upstream-model");
+  EXPECT_EQ(sent["stream"], false);
+  EXPECT_EQ(sent["messages"], kRequest["messages"]);
+  EXPECT_EQ(sent["temperature"], 0.5);
+  EXPECT_FALSE(sent.contains("hengshi"));
+  EXPECT_FALSE(sent.contains("stream_options"));
+}
+
+TEST_F(UpstreamClientTest, NoAuthorizationHeaderWithoutAKey) {
+  FakeUpstream fake;
+  auto c = client(member(fake.base_url(), "nokey"));
+  ASSERT_TRUE(run([&] { return complete(*c); }).ok());
+  EXPECT_EQ(fake.requests().at(0).headers.count("authorization"), 0u);
+}
+
+TEST_F(UpstreamClientTest, KeepAliveReusesOneConnection) {
+  FakeUpstream fake;
+  auto c = client(member(fake.base_url(), "keepalive"));
+  for (int i = 0; i < 5; ++i) {
+    auto result = run([&] { return complete(*c); });
+    ASSERT_TRUE(result.ok()) << result.error().message;
+  }
+  EXPECT_EQ(fake.accepted(), 1);
+  EXPECT_EQ(fake.requests().size(), 5u);
+  EXPECT_EQ(c->idle_connections(), 1u);
+}
+
+TEST_F(UpstreamClientTest, IdleConnectionClosedByTheServerIsNotReused) {
+  FakeUpstream fake;
+  int served = 0;
+  fake.set_handler([&](const FakeRequest&) {
+    FakeReply reply;
+    reply.close_after = ++served == 1;  // closes without "Connection: close"
+    return reply;
+  });
+  auto c = client(member(fake.base_url(), "closed-idle"));
+  ASSERT_TRUE(run([&] { return complete(*c); }).ok());
+  auto second = run([&] { return complete(*c); });
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(fake.accepted(), 2);
+  ASSERT_TRUE(run([&] { return complete(*c); }).ok());
+  EXPECT_EQ(fake.accepted(), 2);
+}
+
+TEST_F(UpstreamClientTest, ReusedConnectionLostBeforeTheResponseIsRetriedOnAFreshOne) {
+  FakeUpstream fake;
+  int served = 0;
+  fake.set_handler([&](const FakeRequest&) {
+    FakeReply reply;
+    reply.close_without_reply = ++served == 2;  // the second request hits a dying connection
+    return reply;
+  });
+  auto c = client(member(fake.base_url(), "stale"));
+  ASSERT_TRUE(run([&] { return complete(*c); }).ok());
+  auto second = run([&] { return complete(*c); });
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(fake.accepted(), 2);
+  EXPECT_EQ(fake.requests().size(), 3u);  // the lost request went again, once
+}
+
+TEST_F(UpstreamClientTest, FreshConnectionLostBeforeTheResponseIsClosedEarly) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.close_without_reply = true;
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "lost"));
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::closed_early) << error.message;
+  EXPECT_FALSE(error.after_first_byte);
+  EXPECT_TRUE(error.retryable());
+  EXPECT_EQ(fake.requests().size(), 1u);  // no retry on a connection that was not reused
+}
+
+TEST_F(UpstreamClientTest, ConnectRefused) {
+  unsigned short port = 0;
+  {
+    tcp::acceptor probe(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    port = probe.local_endpoint().port();
+  }
+  auto c = client(member("http://127.0.0.1:" + std::to_string(port) + "/v1", "refused"));
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::connect_failed) << error.message;
+  EXPECT_EQ(error.upstream, "refused");
+  EXPECT_TRUE(error.retryable());
+  EXPECT_EQ(error.to_api_error().status, 502);
+}
+
+TEST_F(UpstreamClientTest, ResolvesHostNames) {
+  FakeUpstream fake;
+  // "localhost" comes from /etc/hosts: the resolver path runs without network access.
+  auto c = client(member("http://localhost:" + std::to_string(fake.port()) + "/v1", "by-name"));
+  auto result = run([&] { return complete(*c); });
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(fake.requests().at(0).headers["host"], "localhost:" + std::to_string(fake.port()));
+}
+
+TEST_F(UpstreamClientTest, TtftTimeout) {
+  FakeUpstream fake;
+  FakeReply slow;
+  slow.delay = 5s;
+  fake.reply_always(slow);
+  auto config = member(fake.base_url(), "ttft");
+  config.ttft_timeout_ms = 100;
+  auto c = client(config);
+  auto start = std::chrono::steady_clock::now();
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::ttft_timeout) << error.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(error.to_api_error().status, 504);
+  EXPECT_EQ(c->idle_connections(), 0u);
+}
+
+TEST_F(UpstreamClientTest, StreamTtftTimeoutCountsUntilTheFirstEvent) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.gated = true;  // the header goes out, the first event never does
+  reply.events = {content_chunk("a")};
+  fake.reply_always(reply);
+  auto config = member(fake.base_url(), "stream-ttft");
+  config.ttft_timeout_ms = 150;
+  auto c = client(config);
+  std::vector<std::string> chunks;
+  auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::ttft_timeout) << error.message;
+  EXPECT_FALSE(error.after_first_byte);
+  EXPECT_TRUE(chunks.empty());
+}
+
+TEST_F(UpstreamClientTest, TotalTimeoutMidStream) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.gated = true;
+  reply.events = {content_chunk("a"), content_chunk("b")};
+  fake.reply_always(reply);
+  fake.release();  // only the first event is sent
+  auto config = member(fake.base_url(), "total");
+  config.total_timeout_ms = 300;
+  auto c = client(config);
+  std::vector<std::string> chunks;
+  auto start = std::chrono::steady_clock::now();
+  auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::total_timeout) << error.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_TRUE(error.after_first_byte);
+  EXPECT_FALSE(error.retryable());
+  EXPECT_EQ(chunks.size(), 1u);
+}
+
+TEST_F(UpstreamClientTest, RequestDeadlineCapsEveryTimeout) {
+  FakeUpstream fake;
+  FakeReply slow;
+  slow.delay = 5s;
+  fake.reply_always(slow);
+  auto c = client(member(fake.base_url(), "deadline"));  // ttft 5 s, total 10 s
+  auto start = std::chrono::steady_clock::now();
+  auto error = expect_error(run([&] { return complete(*c, Deadline::after(150ms)); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::total_timeout) << error.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(error.to_api_error().code, "upstream_timeout");
+}
+
+TEST_F(UpstreamClientTest, RateLimitedWithRetryAfter) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.status = 429;
+  reply.body = R"({"error":{"message":"slow down","type":"requests"}})";
+  reply.headers = {{"Retry-After", "7"}};
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "limited"));
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::rate_limited);
+  EXPECT_EQ(error.http_status, 429);
+  ASSERT_TRUE(error.retry_after_ms.has_value());
+  EXPECT_EQ(*error.retry_after_ms, 7000);
+  EXPECT_TRUE(error.retryable());
+  EXPECT_EQ(error.to_api_error().status, 429);
+  // The connection is still good for the next call.
+  EXPECT_EQ(c->idle_connections(), 1u);
+}
+
+TEST_F(UpstreamClientTest, ServerError) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.status = 500;
+  reply.body = R"({"error":{"message":"boom"}})";
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "broken"));
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::server_error);
+  EXPECT_EQ(error.http_status, 500);
+  EXPECT_TRUE(error.retryable());
+  EXPECT_EQ(error.to_api_error().status, 502);
+}
+
+TEST_F(UpstreamClientTest, ClientErrorKeepsTheUpstreamBody) {
+  ::setenv("HENGSHI_CLOUD_TEST_KEY", "sk-test-secret", 1);
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.status = 400;
+  reply.body =
+      R"({"error":{"message":"messages is required","type":"invalid_request_error","code":"missing"}})";
+  fake.reply_always(reply);
+  auto config = member(fake.base_url(), "rejecting");
+  config.api_key_env = "HENGSHI_CLOUD_TEST_KEY";
+  auto c = client(config);
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::client_error);
+  EXPECT_EQ(error.http_status, 400);
+  EXPECT_EQ(error.upstream_body, reply.body);
+  EXPECT_FALSE(error.retryable());
+  ApiError api = error.to_api_error();
+  EXPECT_EQ(api.status, 400);
+  EXPECT_EQ(api.message, "messages is required");
+  EXPECT_EQ(api.code, "missing");
+  EXPECT_EQ(error.message.find("sk-test-secret"), std::string::npos);
+  EXPECT_EQ(api.message.find("sk-test-secret"), std::string::npos);
+}
+
+TEST_F(UpstreamClientTest, GarbageIsABadResponse) {
+  FakeUpstream fake;
+  std::vector<FakeReply> replies(3);
+  replies[0].body = "this is not json";
+  replies[1].body = R"({"id":"x","object":"chat.completion"})";  // no choices
+  replies[2].raw = "SSH-2.0-OpenSSH\r\n\r\n";                    // not HTTP
+  std::size_t next = 0;
+  fake.set_handler([&](const FakeRequest&) { return replies[next++]; });
+  auto c = client(member(fake.base_url(), "garbage"));
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    auto error = expect_error(run([&] { return complete(*c); }));
+    EXPECT_EQ(error.kind, UpstreamErrorKind::bad_response) << i << ": " << error.message;
+    EXPECT_FALSE(error.retryable());
+  }
+}
+
+TEST_F(UpstreamClientTest, StreamPassesChunksThroughInOrderAndCountsUsage) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.events = {content_chunk("one"), content_chunk("two"), content_chunk("three"), kUsageChunk};
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "streamer"));
+
+  std::vector<std::string> chunks;
+  auto summary = run([&] { return stream(*c, stream_request(false), chunks); });
+  ASSERT_TRUE(summary.ok()) << summary.error().message;
+  // The caller did not ask for usage: the usage-only chunk is hidden, yet counted.
+  EXPECT_EQ(chunks, (std::vector<std::string>{content_chunk("one"), content_chunk("two"),
+                                              content_chunk("three")}));
+  EXPECT_EQ(summary->chunks, 3);
+  EXPECT_EQ(summary->usage.prompt_tokens, 5);
+  EXPECT_EQ(summary->usage.completion_tokens, 3);
+  EXPECT_EQ(summary->upstream, "streamer");
+  EXPECT_EQ(summary->model, "upstream-model");
+  EXPECT_GT(summary->ttft.count(), 0);
+  EXPECT_GE(summary->latency, summary->ttft);
+
+  auto sent = json::parse(fake.requests().at(0).body);
+  EXPECT_EQ(sent["stream"], true);
+  EXPECT_EQ(sent["stream_options"]["include_usage"], true);
+  EXPECT_EQ(sent["model"], "upstream-model");
+
+  // A caller that asked for usage gets the usage chunk too.
+  chunks.clear();
+  summary = run([&] { return stream(*c, stream_request(true), chunks); });
+  ASSERT_TRUE(summary.ok()) << summary.error().message;
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[3], kUsageChunk);
+  EXPECT_EQ(summary->usage.completion_tokens, 3);
+  // Both streams ran on one kept-alive connection.
+  EXPECT_EQ(fake.accepted(), 1);
+  EXPECT_EQ(c->idle_connections(), 1u);
+}
+
+TEST_F(UpstreamClientTest, StreamDeliversEachChunkBeforeTheNextIsSent) {
+  // The server sends event i only after the sink saw event i-1: a client that buffered the
+  // stream would stall here until total_timeout.
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.gated = true;
+  for (int i = 0; i < 5; ++i) reply.events.push_back(content_chunk(std::to_string(i)));
+  fake.reply_always(reply);
+  auto config = member(fake.base_url(), "gated");
+  config.total_timeout_ms = 3000;
+  auto c = client(config);
+  fake.release();
+  std::vector<std::string> chunks;
+  auto summary =
+      run([&] { return stream(*c, stream_request(false), chunks, [&] { fake.release(); }); });
+  ASSERT_TRUE(summary.ok()) << summary.error().message;
+  EXPECT_EQ(chunks.size(), 5u);
+  EXPECT_EQ(chunks.back(), content_chunk("4"));
+}
+
+TEST_F(UpstreamClientTest, StreamClosedBeforeDone) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.events = {content_chunk("partial")};
+  reply.close_mid_stream = true;
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "truncated"));
+  std::vector<std::string> chunks;
+  auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::closed_early) << error.message;
+  EXPECT_TRUE(error.after_first_byte);
+  EXPECT_FALSE(error.retryable());
+  EXPECT_EQ(chunks.size(), 1u);
+}
+
+TEST_F(UpstreamClientTest, StreamEndingWithoutDoneIsClosedEarly) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.events = {content_chunk("x")};
+  reply.send_done = false;
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "nodone"));
+  std::vector<std::string> chunks;
+  auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::closed_early) << error.message;
+}
+
+TEST_F(UpstreamClientTest, StreamWithNonJsonChunkIsABadResponse) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.events = {content_chunk("ok"), "{not json"};
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "badchunk"));
+  std::vector<std::string> chunks;
+  auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::bad_response) << error.message;
+  EXPECT_EQ(chunks.size(), 1u);
+}
+
+TEST_F(UpstreamClientTest, StreamErrorStatusIsClassifiedWithItsBody) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.status = 401;
+  reply.body = R"({"error":{"message":"bad key","type":"invalid_request_error"}})";
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "stream-401"));
+  std::vector<std::string> chunks;
+  auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::client_error);
+  EXPECT_EQ(error.to_api_error().status, 401);
+  EXPECT_EQ(error.to_api_error().message, "bad key");
+  EXPECT_TRUE(chunks.empty());
+}
+
+TEST_F(UpstreamClientTest, SinkReturningFalseStopsTheStream) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.events = {content_chunk("a"), content_chunk("b"), content_chunk("c")};
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "sink-stop"));
+  int seen = 0;
+  ChunkSink sink = [&](std::string_view) -> awaitable<bool> { co_return ++seen < 1; };
+  auto error = expect_error(run([&]() -> awaitable<Result<StreamSummary, UpstreamError>> {
+    co_return co_await c->stream(stream_request(false), Deadline::never(), CancelToken{}, sink);
+  }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::cancelled);
+  EXPECT_EQ(seen, 1);
+  EXPECT_EQ(c->idle_connections(), 0u);  // that connection is not reused
+}
+
+TEST_F(UpstreamClientTest, CancellationClosesTheConnection) {
+  FakeUpstream fake;
+  CancelToken cancel;
+  fake.set_handler([&](const FakeRequest&) {
+    asio::post(strand_, [&] { cancel.cancel(); });
+    FakeReply reply;
+    reply.hang = true;
+    return reply;
+  });
+  auto c = client(member(fake.base_url(), "cancelled"));
+  auto start = std::chrono::steady_clock::now();
+  auto error = expect_error(run([&] { return complete(*c, Deadline::never(), cancel); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::cancelled) << error.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_EQ(error.to_api_error().status, 499);
+  EXPECT_FALSE(error.retryable());
+  EXPECT_TRUE(fake.wait_for_disconnects(1, 5s));
+  EXPECT_EQ(c->outstanding(), 0);
+}
+
+TEST_F(UpstreamClientTest, AlreadyCancelledTokenSendsNothing) {
+  FakeUpstream fake;
+  auto c = client(member(fake.base_url(), "precancelled"));
+  CancelToken cancel;
+  cancel.cancel();
+  auto error = expect_error(run([&] { return complete(*c, Deadline::never(), cancel); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::cancelled);
+  EXPECT_EQ(fake.accepted(), 0);
+}
+
+TEST_F(UpstreamClientTest, MaxConcurrentRefusesTheCallOverTheLimit) {
+  FakeUpstream fake;
+  auto config = member(fake.base_url(), "one-at-a-time");
+  config.max_concurrent = 1;
+  auto c = client(config);
+  CancelToken cancel;
+  Event arrived(strand_);
+  fake.set_handler([&](const FakeRequest&) {
+    asio::post(strand_, [&] { arrived.set(); });
+    FakeReply reply;
+    reply.hang = true;
+    return reply;
+  });
+  std::optional<Result<UpstreamReply, UpstreamError>> first;
+  auto second = run([&]() -> awaitable<Result<UpstreamReply, UpstreamError>> {
+    asio::co_spawn(
+        strand_,
+        [&]() -> awaitable<void> {
+          first.emplace(co_await complete(*c, Deadline::never(), cancel));
+        },
+        asio::detached);
+    EXPECT_TRUE(co_await arrived.wait());
+    EXPECT_EQ(c->outstanding(), 1);
+    auto refused = co_await complete(*c);
+    cancel.cancel();
+    co_return refused;
+  });
+  auto error = expect_error(second);
+  EXPECT_EQ(error.kind, UpstreamErrorKind::overloaded);
+  EXPECT_EQ(error.to_api_error().status, 503);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(expect_error(*first).kind, UpstreamErrorKind::cancelled);
+  EXPECT_EQ(fake.requests().size(), 1u);
+  EXPECT_EQ(c->outstanding(), 0);
+}
+
+TEST_F(UpstreamClientTest, MetricsCountOutcomes) {
+  auto& registry = obs::Registry::global();
+  const obs::Labels member_labels = {{"pool", "test-pool"}, {"upstream", "metered"}};
+  auto counter = [&](const char* outcome) {
+    obs::Labels labels = member_labels;
+    labels.emplace_back("outcome", outcome);
+    return registry.counter("hengshi_upstream_requests_total", "", labels).value();
+  };
+  auto latency_count = [&] {
+    return registry.histogram("hengshi_upstream_latency_seconds", "", member_labels).count();
+  };
+  // The registry is process-wide (and tests may repeat): compare against the values before.
+  double ok_before = counter("ok");
+  double server_error_before = counter("server_error");
+  auto latency_before = latency_count();
+
+  FakeUpstream fake;
+  std::vector<FakeReply> replies(2);
+  replies[1].status = 503;
+  std::size_t next = 0;
+  fake.set_handler([&](const FakeRequest&) { return replies[next++]; });
+  auto c = client(member(fake.base_url(), "metered"));
+  ASSERT_TRUE(run([&] { return complete(*c); }).ok());
+  EXPECT_FALSE(run([&] { return complete(*c); }).ok());
+
+  EXPECT_EQ(counter("ok") - ok_before, 1.0);
+  EXPECT_EQ(counter("server_error") - server_error_before, 1.0);
+  EXPECT_EQ(latency_count() - latency_before, 1u);
+  EXPECT_EQ(registry.gauge("hengshi_upstream_outstanding", "", member_labels).value(), 0.0);
+}
+
+// --- CloudPool over real clients -------------------------------------------------------------
+
+TEST_F(UpstreamClientTest, PoolDelegatesToAMember) {
+  FakeUpstream fake;
+  PoolConfig config;
+  config.name = "cloud-small";
+  auto only = member(fake.base_url(), "");  // named after its base_url
+  config.members = {only};
+  auto pool = CloudPool::create(config, nullptr);
+  ASSERT_TRUE(pool.ok()) << pool.error().message;
+  auto reply = run([&]() -> awaitable<Result<UpstreamReply, UpstreamError>> {
+    co_return co_await (*pool)->complete(kRequest, Deadline::never(), CancelToken{});
+  });
+  ASSERT_TRUE(reply.ok()) << reply.error().message;
+  EXPECT_EQ(reply->upstream, fake.base_url());
+  EXPECT_EQ((*pool)->members().at(0)->name(), fake.base_url());
+}
+
+TEST_F(UpstreamClientTest, PoolWithEveryMemberFullIsOverloaded) {
+  FakeUpstream fake;
+  PoolConfig config;
+  config.name = "tiny";
+  auto one = member(fake.base_url(), "only");
+  one.max_concurrent = 1;
+  config.members = {one};
+  auto pool = CloudPool::create(config, nullptr);
+  ASSERT_TRUE(pool.ok());
+  CancelToken cancel;
+  Event arrived(strand_);
+  fake.set_handler([&](const FakeRequest&) {
+    asio::post(strand_, [&] { arrived.set(); });
+    FakeReply reply;
+    reply.hang = true;
+    return reply;
+  });
+  auto refused = run([&]() -> awaitable<Result<StreamSummary, UpstreamError>> {
+    asio::co_spawn(
+        strand_,
+        [&]() -> awaitable<void> {
+          auto ignored = co_await (*pool)->complete(kRequest, Deadline::never(), cancel);
+        },
+        asio::detached);
+    EXPECT_TRUE(co_await arrived.wait());
+    ChunkSink sink = [](std::string_view) -> awaitable<bool> { co_return true; };
+    auto result = co_await (*pool)->stream(stream_request(false), Deadline::never(), {}, sink);
+    cancel.cancel();
+    co_return result;
+  });
+  EXPECT_EQ(expect_error(refused).kind, UpstreamErrorKind::overloaded);
+}
+
+TEST_F(UpstreamClientTest, PoolRejectsABadUrl) {
+  PoolConfig config;
+  config.name = "broken";
+  config.members = {member("ftp://example.com", "ftp")};
+  auto pool = CloudPool::create(config, nullptr);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.error().message.find("ftp"), std::string::npos);
+}
+
+TEST_F(UpstreamClientTest, PoolRejectsAMissingCaFile) {
+  PoolConfig config;
+  config.name = "private";
+  auto secure = member("https://127.0.0.1:1/v1", "private-ca");
+  secure.ca_file = "/nonexistent/ca.pem";
+  config.members = {secure};
+  auto pool = CloudPool::create(config, nullptr);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.error().message.find("/nonexistent/ca.pem"), std::string::npos);
+}
+
+// --- HTTPS ---------------------------------------------------------------------------------
+
+class UpstreamTlsTest : public UpstreamClientTest {
+ protected:
+  testing::TestCertificate certificate_ = testing::make_self_signed("IP:127.0.0.1,DNS:localhost");
+  testing::TempPemFile ca_file_{certificate_.cert_pem};
+};
+
+TEST_F(UpstreamTlsTest, TrustedThroughCaFile) {
+  FakeUpstream fake(FakeUpstream::Mode::https, testing::server_tls_context(certificate_));
+  auto config = member(fake.base_url(), "tls-ca");
+  config.ca_file = ca_file_.path();
+  auto tls = make_member_tls_context(config, nullptr);
+  ASSERT_TRUE(tls.ok()) << tls.error().message;
+  auto c = client(config, tls.value());
+  for (int i = 0; i < 2; ++i) {
+    auto result = run([&] { return complete(*c); });
+    ASSERT_TRUE(result.ok()) << result.error().message;
+  }
+  std::vector<std::string> chunks;
+  FakeReply reply;
+  reply.stream = true;
+  reply.events = {content_chunk("secure")};
+  fake.reply_always(reply);
+  auto summary = run([&] { return stream(*c, stream_request(false), chunks); });
+  ASSERT_TRUE(summary.ok()) << summary.error().message;
+  EXPECT_EQ(chunks, std::vector<std::string>{content_chunk("secure")});
+  EXPECT_EQ(fake.accepted(), 1);  // kept alive across TLS calls too
+}
+
+TEST_F(UpstreamTlsTest, UntrustedCertificateFailsToConnect) {
+  FakeUpstream fake(FakeUpstream::Mode::https, testing::server_tls_context(certificate_));
+  auto c = client(member(fake.base_url(), "tls-system"));  // system CAs only
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::connect_failed) << error.message;
+  EXPECT_TRUE(fake.requests().empty());
+}
+
+TEST_F(UpstreamTlsTest, CertificateForAnotherHostFailsToConnect) {
+  auto other = testing::make_self_signed("DNS:example.com");
+  testing::TempPemFile other_ca(other.cert_pem);
+  FakeUpstream fake(FakeUpstream::Mode::https, testing::server_tls_context(other));
+  auto config = member(fake.base_url(), "tls-mismatch");
+  config.ca_file = other_ca.path();
+  auto tls = make_member_tls_context(config, nullptr);
+  ASSERT_TRUE(tls.ok());
+  auto c = client(config, tls.value());
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::connect_failed) << error.message;
+}
+
+TEST_F(UpstreamTlsTest, VerificationCanBeTurnedOff) {
+  FakeUpstream fake(FakeUpstream::Mode::https, testing::server_tls_context(certificate_));
+  auto config = member(fake.base_url(), "tls-noverify");
+  config.tls_verify = false;
+  auto tls = make_member_tls_context(config, nullptr);
+  ASSERT_TRUE(tls.ok());
+  auto c = client(config, tls.value());
+  auto result = run([&] { return complete(*c); });
+  ASSERT_TRUE(result.ok()) << result.error().message;
+}
+
+TEST_F(UpstreamTlsTest, HandshakeThatNeverCompletesIsAConnectTimeout) {
+  FakeUpstream fake(FakeUpstream::Mode::silent);
+  auto config = member(fake.base_url(), "tls-silent");
+  config.tls_verify = false;
+  config.connect_timeout_ms = 150;
+  auto tls = make_member_tls_context(config, nullptr);
+  ASSERT_TRUE(tls.ok());
+  auto c = client(config, tls.value());
+  auto start = std::chrono::steady_clock::now();
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::connect_timeout) << error.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(error.to_api_error().code, "upstream_connect_timeout");
+}
+
+}  // namespace
+}  // namespace hengshi::cloud
