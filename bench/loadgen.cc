@@ -44,8 +44,8 @@ struct Run {
   std::uint64_t completed = 0;
 };
 
-awaitable<void> connection_loop(Run& run, tcp::endpoint endpoint, const std::string& host,
-                                const std::string& target, const std::string& body) {
+awaitable<void> connection_loop(Run& run, tcp::endpoint endpoint, std::string host,
+                                std::string target, std::string body) {  // by value: coroutine
   auto executor = co_await asio::this_coro::executor;
   beast::tcp_stream stream(executor);
   beast::error_code ec;
@@ -82,7 +82,11 @@ awaitable<void> connection_loop(Run& run, tcp::endpoint endpoint, const std::str
       break;
     }
     auto done = Clock::now();
-    if (response.result_int() != 200) ++run.non_200;
+    if (response.result_int() != 200) {
+      if (run.non_200++ == 0) {
+        std::cerr << "first non-200 answer: " << response.result_int() << " " << response.body() << "\n";
+      }
+    }
     if (due >= run.measure_from) {
       ++run.completed;
       run.latencies_us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(done - due).count());
@@ -127,9 +131,7 @@ int hold_connections(const std::string& host_port, int connections, double secon
   }
   std::cout << nlohmann::json{{"opened", opened}, {"answered", answered}}.dump() << std::endl;
   // Keep them open for the caller to sample the server's memory, then close.
-  std::string line;
-  auto until = Clock::now() + std::chrono::duration<double>(seconds);
-  asio::steady_timer timer(io, until);
+  asio::steady_timer timer(io, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
   timer.wait();
   return 0;
 }
