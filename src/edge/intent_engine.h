@@ -1,0 +1,66 @@
+// The serving side of the intent model: loads a model directory written by
+// train_intent_model (intent_trainer.h), verifies it against its manifest, and classifies text
+// in microseconds with a calibrated confidence.
+//
+// Thread-safety: an IntentEngine is immutable after load(); predict() may be called from any
+// number of threads at once. To swap models, load a new engine and replace the shared_ptr.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "edge/calibration.h"
+#include "edge/intent_model.h"
+#include "edge/model_manifest.h"
+#include "edge/text_normalizer.h"
+
+namespace hengshi::edge {
+
+struct IntentPrediction {
+  std::string intent;          // top label; kOutOfScopeIntent ("__oos__") when out of scope
+  std::string answer;          // canned answer of `intent`; empty for __oos__ or none in the FAQ
+  double confidence = 0;       // calibrated P(intent is right), [0, 1]
+  double raw_probability = 0;  // the model's own softmax probability of `intent`
+  double margin = 0;           // confidence − calibrated probability of the runner-up, ≥ 0
+  std::string second_intent;   // the runner-up label
+  bool is_oos = true;          // intent == __oos__, or the text has no usable tokens
+};
+
+class IntentEngine {
+ public:
+  // Verifies manifest.json (format, format_version, every file's size and xxh64), then loads the
+  // model, labels, answers, normaliser settings and calibrator. Errors (code "model_invalid")
+  // name the file and field at fault.
+  static Result<std::unique_ptr<IntentEngine>> load(const std::filesystem::path& dir);
+
+  IntentPrediction predict(std::string_view text) const;
+
+  const std::string& model_version() const { return manifest_.model_version; }
+  const ModelManifest& manifest() const { return manifest_; }
+  const std::vector<std::string>& labels() const { return model_->labels(); }
+  const TextNormalizer& normalizer() const { return normalizer_; }
+  const Calibrator& calibrator() const { return calibrator_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  IntentEngine() = default;
+
+  std::filesystem::path dir_;
+  ModelManifest manifest_;
+  std::unique_ptr<IntentModel> model_;
+  TextNormalizer normalizer_;
+  Calibrator calibrator_;
+  std::vector<std::string> answers_;  // by label index; empty when the intent has none
+  int oos_index_ = -1;
+};
+
+// True when the edge may answer this prediction by itself: in scope, with a canned answer, and
+// calibrated confidence ≥ min_confidence. The threshold policy itself belongs to the router.
+bool answerable(const IntentPrediction& prediction, double min_confidence);
+
+}  // namespace hengshi::edge

@@ -1,0 +1,46 @@
+// make_test_model(): writes a tiny random-weight GGUF model of a real llama.cpp architecture
+// (qwen2 or llama) with a real tokenizer copied from a vocabulary GGUF of the llama.cpp tree
+// (models/ggml-vocab-*.gguf), so tests and benchmarks run the real load → tokenize → decode →
+// logprob → stream path without downloading a model. Its answers are gibberish by design.
+//
+// The file is a pure function of (vocabulary, options): weights come from a fixed-seed generator
+// of our own, so the same inputs give the same bytes on every machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/result.h"
+
+namespace hengshi::edge {
+
+struct TestModelOptions {
+  // "qwen2" (q/k/v biases) or "llama"; any other name is written as-is, which makes a file that
+  // llama.cpp refuses — what the unsupported-architecture tests need.
+  std::string architecture = "qwen2";
+  int layers = 2;
+  int embedding = 64;        // n_embd
+  int heads = 4;             // n_head; head size = embedding / heads
+  int kv_heads = 2;          // n_head_kv (grouped-query attention when < heads)
+  int feed_forward = 128;    // n_ff
+  int context_length = 256;  // tokens the model claims to support
+  bool f16 = true;           // matrices as F16 (norms and biases stay F32)
+  std::uint64_t seed = 42;
+  // Keep the vocabulary's chat template, or write a ChatML one when it has none; false removes
+  // any template so the engine's fallback is exercised.
+  bool chat_template = true;
+};
+
+// Reads the tokenizer from `vocab_path` and writes the model to `out_path` (via a temporary file
+// renamed into place, so a reader never sees half a file). Errors name the file.
+Status make_test_model(const std::string& vocab_path, const std::string& out_path,
+                       const TestModelOptions& options = {});
+
+// Folder holding llama.cpp's models/ggml-vocab-*.gguf: $HENGSHI_LLAMA_SRC/models when that is
+// set, else the llama.cpp source the build was configured with (cmake/llama.cmake).
+std::string default_vocab_dir();
+
+// llama.cpp's own llama-bench as built by scripts/fetch-llama ($HENGSHI_LLAMA_BENCH overrides).
+std::string llama_bench_path();
+
+}  // namespace hengshi::edge

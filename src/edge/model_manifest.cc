@@ -1,0 +1,182 @@
+#include "edge/model_manifest.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+namespace hengshi::edge {
+namespace {
+
+std::string hex64(XXH64_hash_t hash) {
+  char buffer[17];
+  std::snprintf(buffer, sizeof buffer, "%016llx", static_cast<unsigned long long>(hash));
+  return buffer;
+}
+
+Error invalid(const std::filesystem::path& file, std::string_view field, std::string_view why) {
+  return Error{"model_invalid",
+               file.string() + ": field \"" + std::string(field) + "\": " + std::string(why)};
+}
+
+bool is_plain_name(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of("/\\") == std::string_view::npos;
+}
+
+}  // namespace
+
+std::string xxh64_hex(std::string_view bytes) {
+  return hex64(XXH64(bytes.data(), bytes.size(), 0));
+}
+
+Result<ManifestFile> describe_file(const std::filesystem::path& dir, std::string_view name) {
+  const std::filesystem::path path = dir / name;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{"model_invalid", path.string() + ": missing or unreadable"};
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  std::array<char, 1 << 16> buffer{};
+  ManifestFile file{std::string(name), 0, {}};
+  while (in) {
+    in.read(buffer.data(), buffer.size());
+    const std::streamsize got = in.gcount();
+    if (got <= 0) break;
+    XXH64_update(state, buffer.data(), static_cast<std::size_t>(got));
+    file.bytes += static_cast<std::uint64_t>(got);
+  }
+  const bool read_error = in.bad();
+  file.xxh64 = hex64(XXH64_digest(state));
+  XXH64_freeState(state);
+  if (read_error) return Error{"model_invalid", path.string() + ": read error"};
+  return file;
+}
+
+nlohmann::json ModelManifest::to_json() const {
+  nlohmann::json file_rows = nlohmann::json::array();
+  for (const ManifestFile& file : files) {
+    file_rows.push_back({{"name", file.name}, {"bytes", file.bytes}, {"xxh64", file.xxh64}});
+  }
+  return {{"format", format},
+          {"format_version", format_version},
+          {"model_version", model_version},
+          {"created_at", created_at},
+          {"model_file", model_file},
+          {"files", file_rows},
+          {"training", training},
+          {"hyperparameters", hyperparameters},
+          {"holdout_metrics", holdout_metrics}};
+}
+
+Result<ModelManifest> ModelManifest::from_json(const nlohmann::json& json,
+                                               std::string_view source) {
+  const std::filesystem::path file(source);
+  if (!json.is_object()) return Error{"model_invalid", file.string() + ": not a JSON object"};
+  ModelManifest manifest;
+
+  const auto string_field = [&](std::string_view field, std::string& out) -> Status {
+    const auto it = json.find(field);
+    if (it == json.end() || !it->is_string() || it->get<std::string>().empty()) {
+      return invalid(file, field, "missing or not a non-empty string");
+    }
+    out = it->get<std::string>();
+    return Ok{};
+  };
+
+  if (Status s = string_field("format", manifest.format); !s) return s.error();
+  if (manifest.format != kIntentModelFormat) {
+    return invalid(
+        file, "format",
+        "is \"" + manifest.format + "\", expected \"" + std::string(kIntentModelFormat) + "\"");
+  }
+  const auto version = json.find("format_version");
+  if (version == json.end() || !version->is_number_integer()) {
+    return invalid(file, "format_version", "missing or not an integer");
+  }
+  manifest.format_version = version->get<int>();
+  if (manifest.format_version != kIntentModelFormatVersion) {
+    return invalid(file, "format_version",
+                   "is " + std::to_string(manifest.format_version) + ", this build reads " +
+                       std::to_string(kIntentModelFormatVersion) + " (retrain the model)");
+  }
+  if (Status s = string_field("model_version", manifest.model_version); !s) return s.error();
+  if (Status s = string_field("model_file", manifest.model_file); !s) return s.error();
+  if (const auto it = json.find("created_at"); it != json.end() && it->is_string()) {
+    manifest.created_at = it->get<std::string>();
+  }
+
+  const auto files = json.find("files");
+  if (files == json.end() || !files->is_array()) {
+    return invalid(file, "files", "missing or not an array");
+  }
+  for (std::size_t i = 0; i < files->size(); ++i) {
+    const nlohmann::json& row = (*files)[i];
+    const std::string where = "files[" + std::to_string(i) + "]";
+    if (!row.is_object() || !row.contains("name") || !row["name"].is_string() ||
+        !row.contains("bytes") || !row["bytes"].is_number_unsigned() || !row.contains("xxh64") ||
+        !row["xxh64"].is_string()) {
+      return invalid(file, where, "needs string name, unsigned bytes, string xxh64");
+    }
+    ManifestFile entry{row["name"].get<std::string>(), row["bytes"].get<std::uint64_t>(),
+                       row["xxh64"].get<std::string>()};
+    if (!is_plain_name(entry.name)) {
+      return invalid(file, where + ".name", "\"" + entry.name + "\" is not a plain file name");
+    }
+    manifest.files.push_back(std::move(entry));
+  }
+  const bool lists_model =
+      std::any_of(manifest.files.begin(), manifest.files.end(),
+                  [&](const ManifestFile& f) { return f.name == manifest.model_file; });
+  if (!lists_model) {
+    return invalid(file, "model_file", "\"" + manifest.model_file + "\" is not listed in files");
+  }
+  for (auto [field, target] : {std::pair{"training", &manifest.training},
+                               std::pair{"hyperparameters", &manifest.hyperparameters},
+                               std::pair{"holdout_metrics", &manifest.holdout_metrics}}) {
+    if (const auto it = json.find(field); it != json.end()) *target = *it;
+  }
+  return manifest;
+}
+
+Status write_manifest(const std::filesystem::path& dir, const ModelManifest& manifest) {
+  const std::filesystem::path path = dir / kManifestFileName;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << manifest.to_json().dump(2) << "\n";
+  out.close();
+  if (!out) return Error{"io_error", path.string() + ": cannot write"};
+  return Ok{};
+}
+
+Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / kManifestFileName;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Error{"model_invalid",
+                 path.string() + ": missing (not a hengshi intent model directory?)"};
+  }
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return Error{"model_invalid", path.string() + ": invalid JSON"};
+  auto manifest = ModelManifest::from_json(json, path.string());
+  if (!manifest) return manifest.error();
+
+  for (std::size_t i = 0; i < manifest->files.size(); ++i) {
+    const ManifestFile& expected = manifest->files[i];
+    auto actual = describe_file(dir, expected.name);
+    if (!actual) return actual.error();
+    const std::string where = "files[" + std::to_string(i) + "] (" + expected.name + ")";
+    if (actual->bytes != expected.bytes) {
+      return invalid(path, where + ".bytes",
+                     "manifest says " + std::to_string(expected.bytes) + ", file has " +
+                         std::to_string(actual->bytes));
+    }
+    if (actual->xxh64 != expected.xxh64) {
+      return invalid(path, where + ".xxh64",
+                     "manifest says " + expected.xxh64 + ", file hashes to " + actual->xxh64);
+    }
+  }
+  return manifest;
+}
+
+}  // namespace hengshi::edge

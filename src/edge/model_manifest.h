@@ -1,0 +1,56 @@
+// manifest.json of an intent model directory: what the directory is, which files belong to it
+// (with sizes and xxh64 hashes), how it was trained and how it scored on its holdout. The engine
+// refuses a directory whose manifest is not the format and version this build reads, or whose
+// files are missing or differ from the manifest.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace hengshi::edge {
+
+inline constexpr std::string_view kIntentModelFormat = "hengshi-intent";
+inline constexpr int kIntentModelFormatVersion = 1;
+inline constexpr std::string_view kManifestFileName = "manifest.json";
+
+struct ManifestFile {
+  std::string name;  // relative to the model directory, no folders
+  std::uint64_t bytes = 0;
+  std::string xxh64;  // 16 lowercase hex digits
+};
+
+struct ModelManifest {
+  std::string format = std::string(kIntentModelFormat);
+  int format_version = kIntentModelFormatVersion;
+  std::string model_version;        // "<UTC yyyymmddThhmmssZ>-<8 hex of the model file hash>"
+  std::string created_at;           // ISO-8601 UTC
+  std::string model_file;           // "model.bin", or "model.ftz" when quantised
+  std::vector<ManifestFile> files;  // every file the engine reads, manifest excluded
+  // Informational blocks, written by the trainer and shown by tools; not interpreted on load.
+  nlohmann::json training = nlohmann::json::object();
+  nlohmann::json hyperparameters = nlohmann::json::object();
+  nlohmann::json holdout_metrics = nlohmann::json::object();
+
+  nlohmann::json to_json() const;
+  // Checks format, format_version and the required fields; `source` names the file in errors.
+  static Result<ModelManifest> from_json(const nlohmann::json& json, std::string_view source);
+};
+
+// xxh64 (seed 0) of a file's bytes as 16 lowercase hex digits, and its size.
+Result<ManifestFile> describe_file(const std::filesystem::path& dir, std::string_view name);
+std::string xxh64_hex(std::string_view bytes);
+
+// Writes dir/manifest.json (pretty-printed).
+Status write_manifest(const std::filesystem::path& dir, const ModelManifest& manifest);
+
+// Reads dir/manifest.json, checks its format and version, then checks that every listed file
+// exists with the listed size and hash. Errors (code "model_invalid") name the file and field.
+Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir);
+
+}  // namespace hengshi::edge
