@@ -111,16 +111,34 @@ awaitable<bool> HttpServer::reject_early(beast::tcp_stream& stream,
   co_return true;
 }
 
+awaitable<void> HttpServer::reject_read_error(beast::tcp_stream& stream,
+                                              http::request_parser<http::string_body>& parser,
+                                              beast::error_code ec, bool reading_body) {
+  // A chunked body can overflow the limit while the headers are still being parsed.
+  if (ec == http::error::body_limit) {
+    co_await reject_early(stream, parser, http::status::payload_too_large,
+                          ApiError::payload_too_large("request body exceeds the limit of " +
+                                                      std::to_string(config_.max_body_bytes) + " bytes")
+                              .body());
+  } else if (reading_body && ec == beast::error::timeout) {
+    co_await reject_early(stream, parser, http::status::request_timeout,
+                          ApiError{408, "invalid_request_error", "request_timeout",
+                                   "the request body did not arrive within " +
+                                       std::to_string(config_.read_timeout_ms) + " ms", {}}
+                              .body());
+  } else if (!is_disconnect(ec) && ec != http::error::partial_message) {
+    co_await reject_early(stream, parser, http::status::bad_request,
+                          ApiError::invalid_request("bad_http", "malformed HTTP request: " + ec.message())
+                              .body());
+  }
+  // Otherwise (idle timeout, client gone) there is nobody to answer.
+}
+
 awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
   beast::tcp_stream& stream = connection->stream;
   beast::flat_buffer buffer;
   const auto idle_timeout = std::chrono::milliseconds(config_.idle_timeout_ms);
   const auto read_timeout = std::chrono::milliseconds(config_.read_timeout_ms);
-  auto body_too_large = [this] {
-    return ApiError::payload_too_large("request body exceeds the limit of " +
-                                       std::to_string(config_.max_body_bytes) + " bytes")
-        .body();
-  };
 
   while (!draining_) {
     http::request_parser<http::string_body> parser;
@@ -132,16 +150,8 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
     beast::error_code ec;
     co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     connection->idle = false;
-    if (ec == http::error::body_limit) {  // a chunked body can overflow while headers are parsed
-      co_await reject_early(stream, parser, http::status::payload_too_large,
-                            body_too_large());
-      break;
-    }
     if (ec) {
-      if (!is_disconnect(ec) && ec != http::error::partial_message) {
-        co_await reject_early(stream, parser, http::status::bad_request,
-                              ApiError::invalid_request("bad_http", "malformed HTTP request: " + ec.message()).body());
-      }
+      co_await reject_read_error(stream, parser, ec, /*reading_body=*/false);
       break;
     }
 
@@ -170,23 +180,8 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
 
     stream.expires_after(read_timeout);
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-    if (ec == http::error::body_limit) {
-      co_await reject_early(stream, parser, http::status::payload_too_large,
-                            body_too_large());
-      break;
-    }
-    if (ec == beast::error::timeout) {
-      co_await reject_early(stream, parser, http::status::request_timeout,
-                            ApiError{408, "invalid_request_error", "request_timeout",
-                                     "the request body did not arrive within " +
-                                         std::to_string(config_.read_timeout_ms) + " ms", {}}.body());
-      break;
-    }
     if (ec) {
-      if (!is_disconnect(ec) && ec != http::error::partial_message) {
-        co_await reject_early(stream, parser, http::status::bad_request,
-                              ApiError::invalid_request("bad_http", "malformed HTTP request: " + ec.message()).body());
-      }
+      co_await reject_read_error(stream, parser, ec, /*reading_body=*/true);
       break;
     }
     const auto received_at = Clock::now();

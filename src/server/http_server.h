@@ -56,6 +56,10 @@ class HttpServer {
   awaitable<void> serve(std::shared_ptr<Connection> connection);
   awaitable<bool> reject_early(beast::tcp_stream& stream, http::request_parser<http::string_body>& parser,
                                http::status status, std::string body);
+  // Answers a failed header/body read when the client can still hear it (413, 408, 400).
+  awaitable<void> reject_read_error(beast::tcp_stream& stream,
+                                    http::request_parser<http::string_body>& parser,
+                                    beast::error_code ec, bool reading_body);
   void check_drained();
 
   asio::io_context& io_;
