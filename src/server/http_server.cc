@@ -1,6 +1,9 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <array>
+#include <cerrno>
 #include <charconv>
 
 #include "core/api_error.h"
@@ -197,11 +200,13 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
         tcp::socket::wait_read,
         [watching, &exchange, &stream](const boost::system::error_code& wait_ec) {
           if (!*watching || wait_ec) return;
+          // Raw non-blocking peek: Asio's sync receive would poll() forever, blocking this I/O
+          // thread, when the readable bytes were already consumed by the time we run.
           char probe = 0;
-          boost::system::error_code peek_ec;
-          std::size_t n = stream.socket().receive(asio::buffer(&probe, 1),
-                                                  tcp::socket::message_peek, peek_ec);
-          if (n == 0 || (peek_ec && peek_ec != asio::error::would_block)) exchange.client_gone().cancel();
+          ssize_t n = ::recv(stream.socket().native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            exchange.client_gone().cancel();
+          }
         });
 
     co_await handler_.handle(exchange);
