@@ -527,7 +527,9 @@ struct LlmEngine::Impl {
         generation.finish_reason = stopped_reason();
         break;
       }
+      const auto decode_start = Clock::now();
       const int rc = llama_decode(worker.context, llama_batch_get_one(&token, 1));
+      generation.decode += duration_cast<microseconds>(Clock::now() - decode_start);
       if (rc == 2) {
         generation.finish_reason = stopped_reason();
         break;

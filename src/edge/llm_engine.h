@@ -81,6 +81,7 @@ struct Generation {
   std::chrono::microseconds queued{0};       // waiting for a worker
   std::chrono::microseconds prompt_eval{0};  // tokenising + decoding the prompt
   std::chrono::microseconds generation{0};   // sampling + decoding the answer
+  std::chrono::microseconds decode{0};       // the part of `generation` inside llama_decode
   std::chrono::microseconds first_piece{0};  // from submission to the first emitted text
 };
 
@@ -103,8 +104,8 @@ class LlmEngine {
   // Streams an answer. Pieces go to `on_piece` (may be empty) as they are generated, on the
   // executor of the awaiting coroutine; the coroutine resumes with the whole answer.
   // `cancel` must belong to the caller's strand (see CancelToken); firing it stops generation
-  // within one token. Errors: edge_llm_busy (queue full), prompt_too_long, decode_failed,
-  // edge_llm_stopped.
+  // within one token. Errors: edge_llm_busy (queue full), prompt_too_long, prompt_empty,
+  // decode_failed, edge_llm_stopped.
   awaitable<Result<Generation>> generate(GenerationRequest request, PieceSink on_piece,
                                          CancelToken cancel);
 
