@@ -1,13 +1,17 @@
 // hengshi: the gateway binary. Each subcommand lives in its own src/cli/*_command.cc.
 #include <CLI/CLI.hpp>
 
+#include "cli/make_test_model_command.h"
 #include "cli/serve_command.h"
+#include "cli/train_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hengshi — hybrid edge-cloud inference gateway"};
   app.require_subcommand(1);
   int exit_code = 0;
   hengshi::cli::add_serve_command(app, exit_code);
+  hengshi::cli::add_train_command(app, exit_code);
+  hengshi::cli::add_make_test_model_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

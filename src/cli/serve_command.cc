@@ -10,6 +10,7 @@
 #include "cloud/cloud_pool.h"
 #include "core/asio.h"
 #include "core/config.h"
+#include "edge/edge_engines.h"
 #include "obs/request_log.h"
 #include "server/gateway_handler.h"
 #include "server/http_server.h"
@@ -26,6 +27,8 @@ int run_serve(const ServeOptions& options) {
   Config config = std::move(*loaded);
   if (!options.listen.empty()) config.server.listen = options.listen;
   if (options.threads >= 0) config.server.threads = options.threads;
+  if (options.intent_model) config.edge.intent_model = *options.intent_model;
+  if (options.llm_model) config.edge.llm.model_path = *options.llm_model;
   if (auto valid = validate_config(config); !valid) {
     spdlog::error("refusing to start: {}", valid.error().message);
     return 2;
@@ -36,6 +39,19 @@ int run_serve(const ServeOptions& options) {
     spdlog::error("refusing to start: {}", request_log.error().message);
     return 2;
   }
+
+  // The edge loads before the port opens: a gateway that cannot load a configured model refuses
+  // to start instead of quietly sending everything to the cloud.
+  auto edge = edge::load_edge_engines(config.edge);
+  if (!edge) {
+    spdlog::error("refusing to start: {}: {}", config.source, edge.error().message);
+    return 2;
+  }
+  if (edge->intent) {
+    spdlog::info("edge intent model: {} ({} intents) from {}", edge->intent->model_version(),
+                 edge->intent->labels().size(), config.edge.intent_model);
+  }
+  if (edge->llm) spdlog::info("edge LLM: {}", edge->llm_model_id());
 
   auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
   tls->set_default_verify_paths();
@@ -58,7 +74,7 @@ int run_serve(const ServeOptions& options) {
                           ? config.server.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   asio::io_context io(threads);
-  server::GatewayHandler handler(config, pools_by_name, **request_log);
+  server::GatewayHandler handler(config, pools_by_name, *edge, **request_log);
   server::HttpServer http_server(io, config.server, handler);
   handler.attach(&http_server);
   auto endpoint = http_server.start();
@@ -97,6 +113,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   serve->add_option("--config", options->config_path, "YAML config file")->check(CLI::ExistingFile);
   serve->add_option("--listen", options->listen, "HOST:PORT to listen on (overrides server.listen)");
   serve->add_option("--threads", options->threads, "I/O threads (overrides server.threads; 0 = all cores)");
+  serve->add_option("--intent-model", options->intent_model,
+                    "intent model directory from `hengshi train` (overrides edge.intent_model)");
+  serve->add_option("--llm-model", options->llm_model, "GGUF file (overrides edge.llm.model_path)");
   serve->callback([options, &exit_code] { exit_code = run_serve(*options); });
 }
 

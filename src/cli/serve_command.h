@@ -2,6 +2,7 @@
 // HTTP server, serves until SIGTERM/SIGINT, then drains in-flight requests and exits.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,8 @@ struct ServeOptions {
   std::string config_path;
   std::string listen;  // overrides server.listen
   int threads = -1;    // overrides server.threads when >= 0
+  std::optional<std::string> intent_model;  // overrides edge.intent_model ("" turns it off)
+  std::optional<std::string> llm_model;     // overrides edge.llm.model_path
 };
 
 void add_serve_command(CLI::App& app, int& exit_code);

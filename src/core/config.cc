@@ -100,7 +100,26 @@ PoolConfig parse_pool(const std::string& name, const YAML::Node& node, const std
 
 void apply(const YAML::Node& root, Config& config) {
   if (!root || root.IsNull()) return;  // an empty file means all defaults
-  reject_unknown(root, "", {"server", "routing", "pools", "log"});
+  reject_unknown(root, "", {"server", "routing", "pools", "log", "edge"});
+  if (const YAML::Node edge = root["edge"]) {
+    reject_unknown(edge, "edge", {"intent_model", "min_confidence", "llm"});
+    read(edge, "edge", "intent_model", config.edge.intent_model);
+    read(edge, "edge", "min_confidence", config.edge.min_confidence);
+    if (const YAML::Node llm = edge["llm"]) {
+      reject_unknown(llm, "edge.llm",
+                     {"model_path", "threads", "context_tokens", "max_tokens", "workers", "max_queue",
+                      "summary_turns", "summary_chars"});
+      EdgeLlmConfig& l = config.edge.llm;
+      read(llm, "edge.llm", "model_path", l.model_path);
+      read(llm, "edge.llm", "threads", l.threads);
+      read(llm, "edge.llm", "context_tokens", l.context_tokens);
+      read(llm, "edge.llm", "max_tokens", l.max_tokens);
+      read(llm, "edge.llm", "workers", l.workers);
+      read(llm, "edge.llm", "max_queue", l.max_queue);
+      read(llm, "edge.llm", "summary_turns", l.summary_turns);
+      read(llm, "edge.llm", "summary_chars", l.summary_chars);
+    }
+  }
   if (const YAML::Node log = root["log"]) {
     reject_unknown(log, "log", {"requests"});
     read(log, "log", "requests", config.log.requests);
@@ -175,6 +194,17 @@ Status validate_config(const Config& config) {
     positive(s.read_timeout_ms, "server.read_timeout_ms");
     positive(s.default_deadline_ms, "server.default_deadline_ms");
     positive(s.drain_timeout_ms, "server.drain_timeout_ms");
+    if (config.edge.min_confidence < 0 || config.edge.min_confidence > 1) {
+      throw FieldError{"edge.min_confidence", "must be within [0, 1]"};
+    }
+    const EdgeLlmConfig& llm = config.edge.llm;
+    if (llm.threads < 0) throw FieldError{"edge.llm.threads", "must be >= 0 (0 = cores / workers)"};
+    positive(llm.context_tokens, "edge.llm.context_tokens");
+    positive(llm.max_tokens, "edge.llm.max_tokens");
+    positive(llm.workers, "edge.llm.workers");
+    positive(llm.max_queue, "edge.llm.max_queue");
+    positive(llm.summary_turns, "edge.llm.summary_turns");
+    positive(llm.summary_chars, "edge.llm.summary_chars");
     std::set<std::string> pool_names;
     for (const auto& pool : config.pools) {
       std::string path = "pools." + pool.name;

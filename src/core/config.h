@@ -47,6 +47,27 @@ struct RoutingConfig {
   std::string default_pool = "cloud-small";  // used when model names no pool
 };
 
+// The edge engines (src/edge/). Paths are relative to the working directory. Either may be off
+// (""): a request the router sends to an engine that is off gets 503 edge_unavailable. An engine
+// that is configured but cannot load stops the server from starting.
+struct EdgeLlmConfig {
+  std::string model_path;         // a GGUF file; "" = no edge LLM
+  int threads = 1;                // compute threads per generation (1 is best on small boxes)
+  int context_tokens = 2048;      // per worker (prompt + answer)
+  int max_tokens = 256;           // answer length when a request sets none
+  int workers = 1;                // concurrent generations
+  int max_queue = 64;             // waiting generations; more get 429 edge_llm_busy
+  int summary_turns = 3;          // only the last turns go to the edge model (latency)
+  int summary_chars = 200;        // earlier turns are cut to this many characters
+};
+
+struct EdgeConfig {
+  std::string intent_model;       // a model directory written by `hengshi train`; "" = off
+  double min_confidence = 0.85;   // calibrated confidence the intent answer needs (until the
+                                  // router's per-intent thresholds are configured)
+  EdgeLlmConfig llm;
+};
+
 struct LogConfig {
   // One JSON line per request (DESIGN.md §4): "-" = stdout, a path = append to that file,
   // "" = off (benchmarks).
@@ -58,6 +79,7 @@ struct Config {
   ServerConfig server;
   LogConfig log;
   RoutingConfig routing;
+  EdgeConfig edge;
   std::vector<PoolConfig> pools;
 
   const PoolConfig* find_pool(const std::string& name) const;

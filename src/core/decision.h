@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace hengshi {
 
 struct Decision {
@@ -13,6 +15,8 @@ struct Decision {
   std::string fallback_type;  // quality | timeout | capability; empty when not a fallback
   std::optional<double> confidence;
   std::string intent;
+  std::string edge_engine;    // intent | llm, when route is edge
+  nlohmann::json figures = nlohmann::json::object();  // the numbers the decision used
 };
 
 }  // namespace hengshi

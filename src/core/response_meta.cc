@@ -20,6 +20,8 @@ nlohmann::json ResponseMeta::to_json() const {
       {"upstream", or_null(upstream)},
       {"cost", cost ? json(*cost) : json(nullptr)},
   };
+  if (!decision.edge_engine.empty()) out["edge_engine"] = decision.edge_engine;
+  if (!decision.figures.empty()) out["figures"] = decision.figures;
   return out;
 }
 

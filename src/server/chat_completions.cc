@@ -1,11 +1,13 @@
 #include "server/chat_completions.h"
 
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <random>
 
 #include "router/model_route.h"
 #include "server/server_metrics.h"
+#include "server/openai_format.h"
 #include "server/sse.h"
 
 namespace hengshi::server {
@@ -82,6 +84,57 @@ Result<Ok, ApiError> apply_extension_headers(const http::request<http::string_bo
   return Ok{};
 }
 
+awaitable<bool> ChatCompletions::finish_stream_with_meta(HttpExchange& exchange, const ResponseMeta& meta) {
+  // The metadata travels in a final chunk with no choices, the shape OpenAI uses for usage.
+  json final_chunk = {{"id", meta.request_id},
+                      {"object", "chat.completion.chunk"},
+                      {"created", unix_seconds_now()},
+                      {"model", meta.model},
+                      {"choices", json::array()},
+                      {"hengshi", meta.to_json()}};
+  std::string event = sse_event(final_chunk.dump());
+  if (!co_await exchange.write_chunk(event)) co_return false;
+  if (!co_await exchange.write_chunk(kSseDone)) co_return false;
+  co_return co_await exchange.finish_stream();
+}
+
+awaitable<bool> ChatCompletions::start_stream(HttpExchange& exchange, const ResponseMeta& meta) {
+  http::response<http::empty_body> head{http::status::ok, exchange.request().version()};
+  set_meta_headers(head, meta);
+  co_return co_await exchange.start_stream(std::move(head));
+}
+
+awaitable<bool> ChatCompletions::send_answer(HttpExchange& exchange, const ChatRequest& request,
+                                             ResponseMeta& meta, const std::string& content,
+                                             const std::string& finish_reason,
+                                             const cloud::Usage& usage) {
+  const TokenUsage tokens{usage.prompt_tokens, usage.completion_tokens};
+  if (!request.stream) {
+    Response response{http::status::ok, exchange.request().version()};
+    response.set(http::field::content_type, "application/json");
+    set_meta_headers(response, meta);
+    json body = completion_object(meta.request_id, meta.model, content, finish_reason, tokens);
+    body["hengshi"] = meta.to_json();
+    response.body() = body.dump(-1, ' ', false, json::error_handler_t::replace);
+    co_return co_await exchange.send(std::move(response));
+  }
+  if (!co_await start_stream(exchange, meta)) co_return false;
+  // Same event sequence as OpenAI: role, content, finish_reason, [usage], then our metadata.
+  std::array<json, 3> chunks = {
+      completion_chunk(meta.request_id, meta.model, {{"role", "assistant"}, {"content", ""}}, ""),
+      completion_chunk(meta.request_id, meta.model, {{"content", content}}, ""),
+      completion_chunk(meta.request_id, meta.model, json::object(), finish_reason)};
+  for (const json& chunk : chunks) {
+    std::string event = sse_event(chunk.dump(-1, ' ', false, json::error_handler_t::replace));
+    if (!co_await exchange.write_chunk(event)) co_return false;
+  }
+  if (request.include_usage) {
+    std::string event = sse_event(usage_chunk(meta.request_id, meta.model, tokens).dump());
+    if (!co_await exchange.write_chunk(event)) co_return false;
+  }
+  co_return co_await finish_stream_with_meta(exchange, meta);
+}
+
 awaitable<void> ChatCompletions::send_error(HttpExchange& exchange, const ApiError& error,
                                             const ResponseMeta* meta) {
   Response response{static_cast<http::status>(error.status), exchange.request().version()};
@@ -119,12 +172,30 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
 
   ResponseMeta meta;
   meta.request_id = new_request_id();
-  meta.decision = router::route_by_model(request, config_);
+  // The intent model runs inline (microseconds); only edge-bound requests need it until the
+  // router consults it for every request.
+  edge::IntentPrediction prediction;
+  router::EdgeView edge_view;
+  edge_view.llm_available = edge_.llm != nullptr;
+  if (edge_.intent && router::is_edge_model(request.model)) {
+    prediction = edge_.intent->predict(request.last_user_text());
+    edge_view.prediction = &prediction;
+  }
+  meta.decision = router::route_by_model(request, config_, edge_view);
   ServerMetrics::count_decision(meta.decision.route, meta.decision.reason);
 
   const auto budget = std::chrono::milliseconds(
       request.hengshi.deadline_ms.value_or(config_.server.default_deadline_ms));
   const Deadline deadline(exchange.received_at() + budget);
+
+  if (meta.decision.route == "edge") {
+    if (meta.decision.edge_engine == "llm") {
+      co_await respond_edge_llm(exchange, request, meta, deadline);
+    } else {
+      co_await respond_edge_intent(exchange, request, meta, prediction);
+    }
+    co_return;
+  }
 
   auto pool_it = pools_.find(meta.decision.route);
   if (pool_it == pools_.end() || pool_it->second == nullptr) {
@@ -188,16 +259,13 @@ awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequ
   meta.attempts = 1;
   bool started = false;
   bool client_ok = true;
-  auto start_stream = [&]() -> awaitable<bool> {
-    http::response<http::empty_body> head{http::status::ok, exchange.request().version()};
-    set_meta_headers(head, meta);
-    started = true;
-    co_return co_await exchange.start_stream(std::move(head));
-  };
   cloud::ChunkSink sink = [&](std::string_view chunk) -> awaitable<bool> {
-    if (!started && !co_await start_stream()) {
-      client_ok = false;
-      co_return false;
+    if (!started) {
+      started = true;
+      if (!co_await start_stream(exchange, meta)) {
+        client_ok = false;
+        co_return false;
+      }
     }
     client_ok = co_await exchange.write_chunk(sse_event(chunk));
     co_return client_ok;
@@ -237,21 +305,11 @@ awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequ
   ServerMetrics::count_tokens(pool.name(), summary->usage.prompt_tokens,
                               summary->usage.completion_tokens, *meta.cost);
   ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
-  if (!started && !co_await start_stream()) {
+  if (!started && !co_await start_stream(exchange, meta)) {
     log_request(exchange, request, meta, "client_closed", summary->usage, summary->ttft.count());
     co_return;
   }
-  // The metadata travels in a final chunk with no choices, the shape OpenAI uses for usage.
-  json final_chunk = {{"id", meta.request_id},
-                      {"object", "chat.completion.chunk"},
-                      {"created", std::chrono::duration_cast<std::chrono::seconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count()},
-                      {"model", meta.model},
-                      {"choices", json::array()},
-                      {"hengshi", meta.to_json()}};
-  bool delivered = co_await exchange.write_chunk(sse_event(final_chunk.dump())) &&
-                   co_await exchange.write_chunk(kSseDone) && co_await exchange.finish_stream();
+  bool delivered = co_await finish_stream_with_meta(exchange, meta);
   if (!delivered) ServerMetrics::count_disconnect("streaming");
   log_request(exchange, request, meta, delivered ? "ok" : "client_closed", summary->usage,
               summary->ttft.count());

@@ -12,6 +12,7 @@
 #include "core/chat_request.h"
 #include "core/config.h"
 #include "core/response_meta.h"
+#include "edge/edge_engines.h"
 #include "obs/request_log.h"
 #include "server/http_exchange.h"
 
@@ -20,8 +21,8 @@ namespace hengshi::server {
 class ChatCompletions {
  public:
   ChatCompletions(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
-                  obs::RequestLog& request_log)
-      : config_(config), pools_(std::move(pools)), log_(request_log) {}
+                  const edge::EdgeEngines& edge, obs::RequestLog& request_log)
+      : config_(config), pools_(std::move(pools)), edge_(edge), log_(request_log) {}
 
   awaitable<void> handle(HttpExchange& exchange);
 
@@ -30,12 +31,26 @@ class ChatCompletions {
                                cloud::CloudPool& pool, Deadline deadline);
   awaitable<void> respond_stream(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
                                  cloud::CloudPool& pool, Deadline deadline);
+  // Edge answers (chat_completions_edge.cc).
+  awaitable<void> respond_edge_intent(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
+                                      const edge::IntentPrediction& prediction);
+  awaitable<void> respond_edge_llm(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
+                                   Deadline deadline);
+  // A whole answer the gateway has in hand, as JSON or as an SSE stream.
+  awaitable<bool> send_answer(HttpExchange& exchange, const ChatRequest& request, ResponseMeta& meta,
+                              const std::string& content, const std::string& finish_reason,
+                              const cloud::Usage& usage);
+
+  awaitable<bool> start_stream(HttpExchange& exchange, const ResponseMeta& meta);
+  // Writes the final metadata chunk and [DONE] and ends the stream; false when the client left.
+  awaitable<bool> finish_stream_with_meta(HttpExchange& exchange, const ResponseMeta& meta);
   awaitable<void> send_error(HttpExchange& exchange, const ApiError& error, const ResponseMeta* meta);
   void log_request(const HttpExchange& exchange, const ChatRequest& request, const ResponseMeta& meta,
                    const std::string& outcome, const cloud::Usage& usage, std::int64_t ttft_us);
 
   const Config& config_;
   std::map<std::string, cloud::CloudPool*> pools_;
+  const edge::EdgeEngines& edge_;
   obs::RequestLog& log_;
 };
 

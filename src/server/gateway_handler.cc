@@ -32,10 +32,11 @@ std::string_view path_of(std::string_view target) {
 }  // namespace
 
 GatewayHandler::GatewayHandler(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
-                               obs::RequestLog& request_log)
+                               const edge::EdgeEngines& edge, obs::RequestLog& request_log)
     : config_(config),
       pools_(pools),
-      chat_(std::make_unique<ChatCompletions>(config, std::move(pools), request_log)) {}
+      edge_(edge),
+      chat_(std::make_unique<ChatCompletions>(config, std::move(pools), edge, request_log)) {}
 
 GatewayHandler::~GatewayHandler() = default;
 
@@ -97,8 +98,13 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
     co_await exchange.send(std::move(response));
   } else if (route == "/v1/models") {
     nlohmann::json data = nlohmann::json::array();
-    for (const auto& pool : config_.pools) {
-      data.push_back({{"id", pool.name}, {"object", "model"}, {"created", 0}, {"owned_by", "hengshi"}});
+    std::vector<std::string> ids;
+    if (edge_.intent || edge_.llm) ids.push_back("edge");
+    if (edge_.intent) ids.push_back("edge-intent");
+    if (edge_.llm) ids.push_back("edge-llm");
+    for (const auto& pool : config_.pools) ids.push_back(pool.name);
+    for (const auto& id : ids) {
+      data.push_back({{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "hengshi"}});
     }
     // Built outside the co_await: GCC 12 rejects array temporaries inside a co_await expression.
     std::string body = nlohmann::json{{"object", "list"}, {"data", data}}.dump();

@@ -47,6 +47,16 @@ void ServerMetrics::count_tokens(const std::string& pool, long prompt, long comp
   registry.counter("hengshi_cost_total", "Cost in the configured price unit", {{"pool", pool}}).inc(cost);
 }
 
+void ServerMetrics::observe_edge(const std::string& engine, const std::string& outcome, double seconds) {
+  auto& registry = Registry::global();
+  registry
+      .counter("hengshi_edge_requests_total", "Edge engine calls by engine and outcome",
+               {{"engine", engine}, {"outcome", outcome}})
+      .inc();
+  registry.histogram("hengshi_edge_seconds", "Edge engine time per request", {{"engine", engine}})
+      .observe(seconds);
+}
+
 obs::Gauge& ServerMetrics::in_flight() {
   static obs::Gauge& gauge =
       Registry::global().gauge("hengshi_http_in_flight_requests", "Requests being handled now");

@@ -21,6 +21,8 @@ struct ServerMetrics {
   static void count_disconnect(const std::string& phase);
   // hengshi_tokens_total{pool, kind} and hengshi_cost_total{pool}
   static void count_tokens(const std::string& pool, long prompt, long completion, double cost);
+  // hengshi_edge_requests_total{engine, outcome} and hengshi_edge_seconds{engine}: edge answers
+  static void observe_edge(const std::string& engine, const std::string& outcome, double seconds);
   static obs::Gauge& in_flight();
 };
 

@@ -19,6 +19,7 @@ struct GatewayOptions {
   int small_ttft_timeout_ms = 1500;
   int small_total_timeout_ms = 3000;
   std::string small_url_override;    // e.g. a closed port for connect-failure tests
+  std::string extra_yaml;            // appended at the top level (e.g. an edge: section)
 };
 
 class GatewayFixture : public ::testing::Test {
@@ -54,7 +55,8 @@ class GatewayFixture : public ::testing::Test {
                                 << "    members:\n"
                                 << "      - name: large-1\n"
                                 << "        base_url: " << large_->base_url() << "/v1\n"
-                                << "        model: sim-large\n";
+                                << "        model: sim-large\n"
+                                << options.extra_yaml;
     gateway_ = std::make_unique<ChildProcess>(
         ChildProcess::start({binary_path("src/cli/hengshi"), "serve", "--config", config_path_}));
   }
@@ -77,6 +79,7 @@ class GatewayFixture : public ::testing::Test {
   nlohmann::json sim_stats(ChildProcess& sim) {
     return http_call(sim.host(), sim.port(), {"GET", "/admin/stats", "", "", {}}).json();
   }
+  int sim_requests(ChildProcess& sim) { return sim_stats(sim)["requests_total"].get<int>(); }
   void expect_gateway_alive() {
     auto health = get("/healthz");
     EXPECT_EQ(health.status, 200);

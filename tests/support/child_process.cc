@@ -38,8 +38,15 @@ std::string temp_path(const std::string& name) {
          std::to_string(counter++) + "-" + name;
 }
 
-ChildProcess ChildProcess::start(const std::vector<std::string>& argv,
-                                 std::chrono::milliseconds ready_timeout) {
+std::string source_path(const std::string& relative) {
+  if (const char* dir = std::getenv("HENGSHI_SOURCE_DIR"); dir != nullptr && *dir != '\0') {
+    return std::string(dir) + "/" + relative;
+  }
+  std::string here = __FILE__;  // <source>/tests/support/child_process.cc
+  return here.substr(0, here.rfind("/tests/support/")) + "/" + relative;
+}
+
+ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
   ChildProcess child;
   child.stdout_path_ = temp_path("stdout.txt");
   child.stderr_path_ = temp_path("stderr.txt");
@@ -58,6 +65,22 @@ ChildProcess ChildProcess::start(const std::vector<std::string>& argv,
     ::_exit(127);
   }
   child.pid_ = pid;
+  return child;
+}
+
+ChildProcess::Finished ChildProcess::run(const std::vector<std::string>& argv,
+                                         std::chrono::milliseconds timeout) {
+  ChildProcess child = spawn(argv);
+  Finished finished;
+  finished.exit_code = child.wait(timeout);
+  finished.output = child.output();
+  return finished;  // the destructor kills a child still running
+}
+
+ChildProcess ChildProcess::start(const std::vector<std::string>& argv,
+                                 std::chrono::milliseconds ready_timeout) {
+  ChildProcess child = spawn(argv);
+  const pid_t pid = child.pid_;
 
   // Poll the child's stdout for the ready line: the child announces its port once it listens.
   static const std::regex ready(R"(listening on http://([^:\s]+|\[[^\]]+\]):(\d+))");

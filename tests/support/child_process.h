@@ -19,6 +19,14 @@ class ChildProcess {
   static ChildProcess start(const std::vector<std::string>& argv,
                             std::chrono::milliseconds ready_timeout = std::chrono::seconds(20));
 
+  // Runs `argv` to completion (a CLI command such as `hengshi train`); kills it at the timeout.
+  struct Finished {
+    std::optional<int> exit_code;  // nullopt: killed at the timeout
+    std::string output;            // stdout + stderr
+  };
+  static Finished run(const std::vector<std::string>& argv,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(120));
+
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
   ChildProcess(const ChildProcess&) = delete;
@@ -37,6 +45,7 @@ class ChildProcess {
 
  private:
   ChildProcess() = default;
+  static ChildProcess spawn(const std::vector<std::string>& argv);
   pid_t pid_ = -1;
   std::string host_;
   int port_ = 0;
@@ -47,6 +56,9 @@ class ChildProcess {
 
 // Path of a built binary: $HENGSHI_BIN_DIR/<relative>.
 std::string binary_path(const std::string& relative);
+// Path in the source tree: $HENGSHI_SOURCE_DIR/<relative> (set by ctest), else found from this
+// file's location.
+std::string source_path(const std::string& relative);
 // A fresh temp file path under the test temp dir.
 std::string temp_path(const std::string& name);
 

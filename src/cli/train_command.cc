@@ -1,0 +1,81 @@
+#include "cli/train_command.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "edge/intent_trainer.h"
+
+namespace hengshi::cli {
+namespace {
+
+struct TrainArgs {
+  std::string data;
+  std::string out;
+  std::string answers;
+  double holdout = 0.1;
+  bool quantize = false;
+  std::uint64_t seed = 1;
+  double search_budget_s = 30;
+};
+
+int run_train(const TrainArgs& args) {
+  edge::TrainOptions options;
+  options.data_path = args.data;
+  options.out_dir = args.out;
+  options.holdout = args.holdout;
+  options.quantize = args.quantize;
+  options.seed = args.seed;
+  options.autotune_budget_s = args.search_budget_s;
+  if (!args.answers.empty()) options.answers_path = args.answers;
+
+  auto report = edge::train_intent_model(options);
+  if (!report) {
+    std::fprintf(stderr, "hengshi train: %s\n", report.error().message.c_str());
+    return 2;
+  }
+  const auto& r = *report;
+  std::printf("model %s written to %s (%s, %llu bytes)\n", r.model_version.c_str(),
+              r.out_dir.string().c_str(), r.model_file.c_str(),
+              static_cast<unsigned long long>(r.model_bytes));
+  std::printf("rows %zu: train %zu (validation %zu), holdout %zu; intents %zu; __oos__ rows %zu\n",
+              r.rows, r.train_rows, r.validation_rows, r.holdout_rows, r.intents, r.oos_rows);
+  std::printf("search: %zu trial(s) in %.1f s; chosen %s\n", r.trials.size(), r.search_seconds,
+              r.params.to_json().dump().c_str());
+  std::printf("holdout accuracy %.4f; ECE %.4f raw -> %.4f calibrated (%s, fitted on %s)\n",
+              r.holdout_accuracy, r.holdout_ece_before, r.holdout_ece_after,
+              std::string(edge::calibration_method_name(r.calibration.calibrator.method())).c_str(), r.calibration_source.c_str());
+  if (!r.holdout_reliability.empty()) {
+    std::printf("reliability on the holdout (calibrated):\n  %-13s %7s %9s %9s\n", "confidence",
+                "count", "mean conf", "accuracy");
+    for (const auto& bin : r.holdout_reliability) {
+      if (bin.count == 0) continue;
+      std::printf("  [%.1f, %.1f)    %7zu %9.3f %9.3f\n", bin.lower, bin.upper, bin.count,
+                  bin.mean_confidence, bin.accuracy);
+    }
+  }
+  for (const auto& warning : r.warnings) std::printf("warning: %s\n", warning.c_str());
+  std::printf("trained in %.1f s\n", r.total_seconds);
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* train = app.add_subcommand("train", "Train an intent model directory from JSON Lines");
+  train->add_option("--data", args->data, "rows {\"text\", \"intent\", \"answer\"?}; __oos__ = out of scope")
+      ->required();
+  train->add_option("--out", args->out, "model directory to write (replaced atomically)")->required();
+  train->add_option("--holdout", args->holdout, "share of rows held out for calibration and metrics")
+      ->check(CLI::Range(0.0, 0.5));
+  train->add_flag("--quantize", args->quantize, "write a quantised model.ftz");
+  train->add_option("--answers", args->answers, "FAQ rows {\"intent\", \"answer\"} (win over the data's)")
+      ->check(CLI::ExistingFile);
+  train->add_option("--seed", args->seed, "random seed (same data + seed = same model)");
+  train->add_option("--search-budget", args->search_budget_s,
+                    "hyper-parameter search budget in predicted CPU seconds (0 = no search)")
+      ->check(CLI::NonNegativeNumber);
+  train->callback([args, &exit_code] { exit_code = run_train(*args); });
+}
+
+}  // namespace hengshi::cli

@@ -1,0 +1,33 @@
+// OpenAI wire shapes for answers the gateway writes itself (edge answers, canned replies):
+// a chat.completion object and chat.completion.chunk events, as the OpenAI SDKs parse them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace hengshi::server {
+
+struct TokenUsage {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+};
+
+std::int64_t unix_seconds_now();
+
+nlohmann::json completion_object(const std::string& id, const std::string& model,
+                                 const std::string& content, const std::string& finish_reason,
+                                 const TokenUsage& usage);
+
+// One chunk; `delta` is e.g. {"role":"assistant"} or {"content":"..."}; finish_reason "" = null.
+nlohmann::json completion_chunk(const std::string& id, const std::string& model, nlohmann::json delta,
+                                const std::string& finish_reason);
+
+// The usage-only chunk of stream_options.include_usage (choices: []).
+nlohmann::json usage_chunk(const std::string& id, const std::string& model, const TokenUsage& usage);
+
+nlohmann::json usage_object(const TokenUsage& usage);
+
+}  // namespace hengshi::server
