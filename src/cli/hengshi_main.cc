@@ -1,7 +1,9 @@
 // hengshi: the gateway binary. Each subcommand lives in its own src/cli/*_command.cc.
 #include <CLI/CLI.hpp>
 
+#include "cli/calibrate_command.h"
 #include "cli/make_test_model_command.h"
+#include "cli/route_command.h"
 #include "cli/serve_command.h"
 #include "cli/train_command.h"
 
@@ -11,7 +13,9 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   hengshi::cli::add_serve_command(app, exit_code);
   hengshi::cli::add_train_command(app, exit_code);
+  hengshi::cli::add_calibrate_command(app, exit_code);
   hengshi::cli::add_make_test_model_command(app, exit_code);
+  hengshi::cli::add_route_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,5 +1,6 @@
 #include "cli/serve_command.h"
 
+#include <functional>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/config.h"
 #include "edge/edge_engines.h"
 #include "obs/request_log.h"
+#include "router/router.h"
 #include "server/gateway_handler.h"
 #include "server/http_server.h"
 
@@ -53,6 +55,14 @@ int run_serve(const ServeOptions& options) {
   }
   if (edge->llm) spdlog::info("edge LLM: {}", edge->llm_model_id());
 
+  auto router = router::Router::create(config);
+  if (!router) {
+    spdlog::error("refusing to start: {}", router.error().message);
+    return 2;
+  }
+  spdlog::info("routing policy {} ({}{})", (*router)->policy()->version, (*router)->policy()->source,
+               config.routing.thresholds_file.empty() ? "" : ", thresholds " + config.routing.thresholds_file);
+
   auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
   tls->set_default_verify_paths();
   tls->set_verify_mode(asio::ssl::verify_peer);
@@ -74,7 +84,7 @@ int run_serve(const ServeOptions& options) {
                           ? config.server.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   asio::io_context io(threads);
-  server::GatewayHandler handler(config, pools_by_name, *edge, **request_log);
+  server::GatewayHandler handler(config, pools_by_name, *edge, **router, **request_log);
   server::HttpServer http_server(io, config.server, handler);
   handler.attach(&http_server);
   auto endpoint = http_server.start();
@@ -83,11 +93,35 @@ int run_serve(const ServeOptions& options) {
     return 2;
   }
 
+  // Policy hot reload: SIGHUP, and a poll of the files' modification times.
+  asio::signal_set hangup(io, SIGHUP);
+  std::function<void()> wait_hangup = [&] {
+    hangup.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      (void)(*router)->reload("SIGHUP");
+      wait_hangup();
+    });
+  };
+  wait_hangup();
+  asio::steady_timer watch(io);
+  std::function<void()> schedule_watch = [&] {
+    if (config.routing.watch_interval_ms <= 0) return;
+    watch.expires_after(std::chrono::milliseconds(config.routing.watch_interval_ms));
+    watch.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      (*router)->reload_if_changed();
+      schedule_watch();
+    });
+  };
+  schedule_watch();
+
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal_number) {
     if (ec) return;
     spdlog::info("signal {}: draining {} in-flight request(s), up to {} ms", signal_number,
                  http_server.in_flight(), config.server.drain_timeout_ms);
+    hangup.cancel();
+    watch.cancel();
     http_server.drain([&io](bool clean) {
       spdlog::info(clean ? "drained; exiting" : "drain timeout passed; exiting with requests in flight");
       io.stop();

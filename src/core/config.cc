@@ -7,51 +7,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/url.h"
+#include "core/yaml_fields.h"
 
 namespace hengshi {
 namespace {
 
-// Thrown only inside this file while walking YAML; converted to Error before returning.
-struct FieldError {
-  std::string field;
-  std::string reason;
-};
-
-std::string join(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
-}
-
-void reject_unknown(const YAML::Node& node, const std::string& path,
-                    const std::set<std::string>& known) {
-  if (!node.IsMap()) throw FieldError{path.empty() ? "<root>" : path, "must be a mapping"};
-  for (const auto& item : node) {
-    auto key = item.first.as<std::string>();
-    if (!known.count(key)) {
-      std::string allowed;
-      for (const auto& k : known) allowed += (allowed.empty() ? "" : ", ") + k;
-      throw FieldError{join(path, key), "unknown field (allowed: " + allowed + ")"};
-    }
-  }
-}
-
-template <typename T>
-void read(const YAML::Node& node, const std::string& path, const std::string& key, T& out) {
-  const YAML::Node child = node[key];
-  if (!child) return;
-  try {
-    out = child.as<T>();
-  } catch (const YAML::Exception&) {
-    const char* want = std::is_same_v<T, std::string> ? "a string"
-                       : std::is_same_v<T, bool>      ? "a boolean"
-                       : std::is_integral_v<T>        ? "an integer"
-                                                      : "a number";
-    throw FieldError{join(path, key), std::string("must be ") + want};
-  }
-}
-
-void positive(std::int64_t value, const std::string& field) {
-  if (value <= 0) throw FieldError{field, "must be > 0 (got " + std::to_string(value) + ")"};
-}
+using yaml_fields::FieldError;
+using yaml_fields::join;
+using yaml_fields::positive;
+using yaml_fields::read;
+using yaml_fields::reject_unknown;
 
 UpstreamConfig parse_upstream(const YAML::Node& node, const std::string& path) {
   reject_unknown(node, path,
@@ -102,9 +67,8 @@ void apply(const YAML::Node& root, Config& config) {
   if (!root || root.IsNull()) return;  // an empty file means all defaults
   reject_unknown(root, "", {"server", "routing", "pools", "log", "edge"});
   if (const YAML::Node edge = root["edge"]) {
-    reject_unknown(edge, "edge", {"intent_model", "min_confidence", "llm"});
+    reject_unknown(edge, "edge", {"intent_model", "llm"});
     read(edge, "edge", "intent_model", config.edge.intent_model);
-    read(edge, "edge", "min_confidence", config.edge.min_confidence);
     if (const YAML::Node llm = edge["llm"]) {
       reject_unknown(llm, "edge.llm",
                      {"model_path", "threads", "context_tokens", "max_tokens", "workers", "max_queue",
@@ -138,8 +102,11 @@ void apply(const YAML::Node& root, Config& config) {
     read(server, "server", "drain_timeout_ms", s.drain_timeout_ms);
   }
   if (const YAML::Node routing = root["routing"]) {
-    reject_unknown(routing, "routing", {"default_pool"});
+    reject_unknown(routing, "routing", {"default_pool", "policy_file", "thresholds_file", "watch_interval_ms"});
     read(routing, "routing", "default_pool", config.routing.default_pool);
+    read(routing, "routing", "policy_file", config.routing.policy_file);
+    read(routing, "routing", "thresholds_file", config.routing.thresholds_file);
+    read(routing, "routing", "watch_interval_ms", config.routing.watch_interval_ms);
   }
   if (const YAML::Node pools = root["pools"]) {
     if (!pools.IsMap()) throw FieldError{"pools", "must be a mapping of pool name → pool"};
@@ -194,8 +161,8 @@ Status validate_config(const Config& config) {
     positive(s.read_timeout_ms, "server.read_timeout_ms");
     positive(s.default_deadline_ms, "server.default_deadline_ms");
     positive(s.drain_timeout_ms, "server.drain_timeout_ms");
-    if (config.edge.min_confidence < 0 || config.edge.min_confidence > 1) {
-      throw FieldError{"edge.min_confidence", "must be within [0, 1]"};
+    if (config.routing.watch_interval_ms < 0) {
+      throw FieldError{"routing.watch_interval_ms", "must be >= 0 (0 = no file watching)"};
     }
     const EdgeLlmConfig& llm = config.edge.llm;
     if (llm.threads < 0) throw FieldError{"edge.llm.threads", "must be >= 0 (0 = cores / workers)"};

@@ -44,7 +44,15 @@ struct PoolConfig {
 };
 
 struct RoutingConfig {
-  std::string default_pool = "cloud-small";  // used when model names no pool
+  std::string default_pool = "cloud-small";  // when no edge model can judge the request
+  // The router's policy (src/router/router_policy.h): YAML with PII patterns, sensitive signals,
+  // capability matrix, latency and session settings; "" = the embedded policy.
+  std::string policy_file;
+  // Confidence bands from `hengshi calibrate`; "" = the policy's default band.
+  std::string thresholds_file;
+  // Both files are checked for changes this often and reloaded (0 = only on SIGHUP and
+  // POST /admin/reload).
+  std::int64_t watch_interval_ms = 1000;
 };
 
 // The edge engines (src/edge/). Paths are relative to the working directory. Either may be off
@@ -63,8 +71,6 @@ struct EdgeLlmConfig {
 
 struct EdgeConfig {
   std::string intent_model;       // a model directory written by `hengshi train`; "" = off
-  double min_confidence = 0.85;   // calibrated confidence the intent answer needs (until the
-                                  // router's per-intent thresholds are configured)
   EdgeLlmConfig llm;
 };
 

@@ -5,7 +5,6 @@
 #include <charconv>
 #include <random>
 
-#include "router/model_route.h"
 #include "server/server_metrics.h"
 #include "server/openai_format.h"
 #include "server/sse.h"
@@ -135,6 +134,29 @@ awaitable<bool> ChatCompletions::send_answer(HttpExchange& exchange, const ChatR
   co_return co_await finish_stream_with_meta(exchange, meta);
 }
 
+awaitable<void> ChatCompletions::respond_configured(HttpExchange& exchange, ChatRequest& request,
+                                                    ResponseMeta& meta, const router::RouterPolicy& policy) {
+  meta.attempts = 0;
+  meta.overhead_us = micros_since(exchange.received_at());
+  if (meta.decision.reason == "deadline_exceeded") {
+    co_await send_error(exchange,
+                        ApiError::gateway_timeout("deadline_exceeded",
+                                                  "the request's deadline had passed before it could be routed "
+                                                  "(hengshi.deadline_ms / X-Hengshi-Deadline-Ms)"),
+                        &meta);
+    log_request(exchange, request, meta, "deadline_exceeded", {}, 0);
+    co_return;
+  }
+  // A human hand-off or the PII safe message: a normal answer the gateway writes itself.
+  const bool human = meta.decision.route == "human";
+  meta.model = human ? "hengshi-human-handoff" : "hengshi-safe-reply";
+  meta.cost = 0.0;
+  const std::string& content = human ? policy.human_message : policy.pii_safe_message;
+  bool delivered = co_await send_answer(exchange, request, meta, content, "stop", {});
+  if (!delivered) ServerMetrics::count_disconnect("writing_response");
+  log_request(exchange, request, meta, delivered ? "ok" : "client_closed", {}, 0);
+}
+
 awaitable<void> ChatCompletions::send_error(HttpExchange& exchange, const ApiError& error,
                                             const ResponseMeta* meta) {
   Response response{static_cast<http::status>(error.status), exchange.request().version()};
@@ -172,21 +194,23 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
 
   ResponseMeta meta;
   meta.request_id = new_request_id();
-  // The intent model runs inline (microseconds); only edge-bound requests need it until the
-  // router consults it for every request.
-  edge::IntentPrediction prediction;
-  router::EdgeView edge_view;
-  edge_view.llm_available = edge_.llm != nullptr;
-  if (edge_.intent && router::is_edge_model(request.model)) {
-    prediction = edge_.intent->predict(request.last_user_text());
-    edge_view.prediction = &prediction;
-  }
-  meta.decision = router::route_by_model(request, config_, edge_view);
-  ServerMetrics::count_decision(meta.decision.route, meta.decision.reason);
-
   const auto budget = std::chrono::milliseconds(
       request.hengshi.deadline_ms.value_or(config_.server.default_deadline_ms));
   const Deadline deadline(exchange.received_at() + budget);
+
+  // The intent model runs inline (microseconds); decide() needs its confidence.
+  edge::IntentPrediction prediction;
+  router::RouteInput input = router::route_input(request, deadline.remaining().count());
+  if (edge_.intent) {
+    prediction = edge_.intent->predict(input.last_user_text);
+    input.prediction = &prediction;
+  }
+  input.llm_available = edge_.llm != nullptr;
+  input.default_pool = config_.routing.default_pool;
+  input.pools = pool_names_;
+  const auto policy = router_.policy();  // one snapshot for the whole request
+  meta.decision = router_.decide(input, *policy);
+  ServerMetrics::count_decision(meta.decision.route, meta.decision.reason);
 
   if (meta.decision.route == "edge") {
     if (meta.decision.edge_engine == "llm") {
@@ -194,6 +218,10 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
     } else {
       co_await respond_edge_intent(exchange, request, meta, prediction);
     }
+    co_return;
+  }
+  if (meta.decision.route == "human" || meta.decision.route == "refuse") {
+    co_await respond_configured(exchange, request, meta, *policy);
     co_return;
   }
 
@@ -235,6 +263,8 @@ awaitable<void> ChatCompletions::respond_json(HttpExchange& exchange, ChatReques
 
   meta.model = reply->model;
   meta.upstream = reply->upstream;
+  router_.runtime().observe_cloud_latency(pool.name(), static_cast<double>(reply->latency.count()) / 1000.0,
+                                          std::chrono::steady_clock::now());
   meta.cost = cost_of(pool, reply->upstream, reply->usage);
   ServerMetrics::count_tokens(pool.name(), reply->usage.prompt_tokens, reply->usage.completion_tokens,
                               *meta.cost);
@@ -299,6 +329,8 @@ awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequ
 
   meta.model = summary->model;
   meta.upstream = summary->upstream;
+  router_.runtime().observe_cloud_latency(pool.name(), static_cast<double>(summary->latency.count()) / 1000.0,
+                                          std::chrono::steady_clock::now());
   meta.cost = cost_of(pool, summary->upstream, summary->usage);
   meta.overhead_us =
       std::max<std::int64_t>(0, micros_since(exchange.received_at()) - summary->latency.count());

@@ -1,8 +1,9 @@
-// ChatCompletions: POST /v1/chat/completions — validate, decide the route, call the target,
-// answer as JSON or SSE with the "hengshi" metadata and X-Hengshi-* headers, and write the
+// ChatCompletions: POST /v1/chat/completions — validate, decide the route (router::decide),
+// answer from the edge, a cloud pool, or a configured reply (human hand-off, PII safe message),
+// as JSON or SSE with the "hengshi" metadata and X-Hengshi-* headers, and write the
 // request log record.
 //
-// Ownership: borrows config, pools and log. Thread-safety: handle() is re-entrant.
+// Ownership: borrows config, pools, edge engines, router and log. Thread-safety: handle() is re-entrant.
 #pragma once
 
 #include <map>
@@ -14,6 +15,7 @@
 #include "core/response_meta.h"
 #include "edge/edge_engines.h"
 #include "obs/request_log.h"
+#include "router/router.h"
 #include "server/http_exchange.h"
 
 namespace hengshi::server {
@@ -21,8 +23,10 @@ namespace hengshi::server {
 class ChatCompletions {
  public:
   ChatCompletions(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
-                  const edge::EdgeEngines& edge, obs::RequestLog& request_log)
-      : config_(config), pools_(std::move(pools)), edge_(edge), log_(request_log) {}
+                  const edge::EdgeEngines& edge, router::Router& router, obs::RequestLog& request_log)
+      : config_(config), pools_(std::move(pools)), edge_(edge), router_(router), log_(request_log) {
+    for (const auto& [name, pool] : pools_) pool_names_.push_back(name);
+  }
 
   awaitable<void> handle(HttpExchange& exchange);
 
@@ -36,6 +40,9 @@ class ChatCompletions {
                                       const edge::IntentPrediction& prediction);
   awaitable<void> respond_edge_llm(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
                                    Deadline deadline);
+  // Route human (hand-off message) or refuse (PII safe message, or 504 when the deadline passed).
+  awaitable<void> respond_configured(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
+                                     const router::RouterPolicy& policy);
   // A whole answer the gateway has in hand, as JSON or as an SSE stream.
   awaitable<bool> send_answer(HttpExchange& exchange, const ChatRequest& request, ResponseMeta& meta,
                               const std::string& content, const std::string& finish_reason,
@@ -51,7 +58,9 @@ class ChatCompletions {
   const Config& config_;
   std::map<std::string, cloud::CloudPool*> pools_;
   const edge::EdgeEngines& edge_;
+  router::Router& router_;
   obs::RequestLog& log_;
+  std::vector<std::string> pool_names_;
 };
 
 // Reads X-Hengshi-Task-Type / -Session / -Deadline-Ms into the extension (body fields win).

@@ -157,6 +157,9 @@ awaitable<void> ChatCompletions::respond_edge_llm(HttpExchange& exchange, ChatRe
   meta.decision.figures["token_mean_prob"] = answer.confidence.mean_prob;
   meta.decision.figures["finish"] = std::string(edge::to_string(answer.finish_reason));
   cloud::Usage usage{answer.prompt_tokens, answer.completion_tokens};
+  router_.runtime().observe_edge_llm(static_cast<double>(answer.first_piece.count()) / 1000.0,
+                                     answer.completion_tokens,
+                                     static_cast<double>(answer.generation.count()) / 1000.0);
   ServerMetrics::count_tokens("edge", usage.prompt_tokens, usage.completion_tokens, 0.0);
   ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
   const std::string finish = finish_reason_of(answer.finish_reason);

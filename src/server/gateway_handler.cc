@@ -16,12 +16,13 @@ struct Endpoint {
 
 // The known paths; a known path with another method is a 405, an unknown path a 404.
 // std::array, not a C array: GCC 12 miscompiles range-for over a C array inside a coroutine.
-constexpr std::array<Endpoint, 5> kEndpoints = {{
+constexpr std::array<Endpoint, 6> kEndpoints = {{
     {"/v1/chat/completions", http::verb::post},
     {"/v1/models", http::verb::get},
     {"/healthz", http::verb::get},
     {"/readyz", http::verb::get},
     {"/metrics", http::verb::get},
+    {"/admin/reload", http::verb::post},
 }};
 
 std::string_view path_of(std::string_view target) {
@@ -32,11 +33,13 @@ std::string_view path_of(std::string_view target) {
 }  // namespace
 
 GatewayHandler::GatewayHandler(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
-                               const edge::EdgeEngines& edge, obs::RequestLog& request_log)
+                               const edge::EdgeEngines& edge, router::Router& router,
+                               obs::RequestLog& request_log)
     : config_(config),
       pools_(pools),
       edge_(edge),
-      chat_(std::make_unique<ChatCompletions>(config, std::move(pools), edge, request_log)) {}
+      router_(router),
+      chat_(std::make_unique<ChatCompletions>(config, std::move(pools), edge, router, request_log)) {}
 
 GatewayHandler::~GatewayHandler() = default;
 
@@ -96,6 +99,19 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
     response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
     response.body() = obs::Registry::global().render();
     co_await exchange.send(std::move(response));
+  } else if (route == "/admin/reload") {
+    // Policy files are small YAML/JSON: reading them inline costs less than a thread hop.
+    auto reloaded = router_.reload("POST /admin/reload");
+    if (reloaded) {
+      std::string body = nlohmann::json{{"status", "reloaded"}, {"version", *reloaded}}.dump();
+      co_await exchange.send_json(http::status::ok, std::move(body));
+    } else {
+      ApiError error = ApiError::invalid_request("policy_rejected",
+                                                 "reload rejected, the running policy stays (" +
+                                                     router_.policy()->version + "): " + reloaded.error().message);
+      error.status = 422;
+      co_await exchange.send_json(http::status::unprocessable_entity, error.body());
+    }
   } else if (route == "/v1/models") {
     nlohmann::json data = nlohmann::json::array();
     std::vector<std::string> ids;

@@ -2,7 +2,7 @@
 // answers wrong paths/methods with OpenAI-style 404/405, and records every request in the
 // HTTP metrics.
 //
-// Ownership: borrows the config, the pools, the edge engines, the request log and the server (for readiness);
+// Ownership: borrows the config, the pools, the edge engines, the router, the request log and the server (for readiness);
 // all must outlive it. Thread-safety: handle() runs concurrently on many strands.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "edge/edge_engines.h"
 #include "obs/request_log.h"
+#include "router/router.h"
 #include "server/http_server.h"
 
 namespace hengshi::server {
@@ -23,7 +24,7 @@ class ChatCompletions;
 class GatewayHandler : public RequestHandler {
  public:
   GatewayHandler(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
-                 const edge::EdgeEngines& edge, obs::RequestLog& request_log);
+                 const edge::EdgeEngines& edge, router::Router& router, obs::RequestLog& request_log);
   ~GatewayHandler() override;
 
   // Readiness follows the server: not ready while draining.
@@ -38,6 +39,7 @@ class GatewayHandler : public RequestHandler {
   const Config& config_;
   std::map<std::string, cloud::CloudPool*> pools_;
   const edge::EdgeEngines& edge_;
+  router::Router& router_;
   const HttpServer* server_ = nullptr;
   std::unique_ptr<ChatCompletions> chat_;
 };

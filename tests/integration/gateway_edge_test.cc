@@ -65,12 +65,19 @@ class GatewayEdgeTest : public GatewayFixture {
   }
   void SetUp() override { ASSERT_TRUE(train_ok_) << *train_output_; }
 
-  void start_with_intent(double min_confidence = 0.5) {
+  // Serves the demo model; the router's default band is {high, low}.
+  void start_with_intent(double high = 0.5, double low = 0.3) {
+    policy_path_ = temp_path("policy.yaml");
+    std::ofstream(policy_path_) << "confidence:\n  default_band: {high: " << high << ", low: " << low << "}\n";
     GatewayOptions options;
-    options.extra_yaml = "edge:\n  intent_model: " + *model_dir_ +
-                         "\n  min_confidence: " + std::to_string(min_confidence) + "\n";
+    options.extra_yaml = "edge:\n  intent_model: " + *model_dir_ + "\nrouting:\n  policy_file: " + policy_path_ + "\n";
     start(options);
   }
+  void TearDown() override {
+    GatewayFixture::TearDown();
+    if (!policy_path_.empty()) std::remove(policy_path_.c_str());
+  }
+  std::string policy_path_;
 
   static std::string* model_dir_;
   static std::string* train_output_;
@@ -143,16 +150,29 @@ TEST_F(GatewayEdgeTest, OutOfScopeGoesToCloudSmallAsQualityFallback) {
   EXPECT_EQ(sim_requests(*small_), 1);
 }
 
-TEST_F(GatewayEdgeTest, LowConfidenceGoesToCloudSmall) {
-  start_with_intent(/*min_confidence=*/1.0);  // nothing is ever sure enough
+TEST_F(GatewayEdgeTest, MiddleBandGoesToCloudSmall) {
+  start_with_intent(/*high=*/1.0, /*low=*/0.0);  // nothing is ever sure enough for the edge
   auto reply = chat(user_message("edge", "我的订单到哪了"));
   ASSERT_EQ(reply.status, 200) << reply.body;
   const json meta = reply.json()["hengshi"];
   EXPECT_EQ(meta["route"], "cloud-small");
-  EXPECT_EQ(meta["reason"], "low_confidence");
+  EXPECT_EQ(meta["reason"], "middle_band");
   EXPECT_EQ(meta["fallback_type"], "quality");
   EXPECT_EQ(meta["intent"], "order_status");
+  EXPECT_EQ(meta["figures"]["band_high"].get<double>(), 1.0);
   EXPECT_EQ(sim_requests(*small_), 1);
+}
+
+TEST_F(GatewayEdgeTest, LowConfidenceGoesToCloudLarge) {
+  start_with_intent(/*high=*/1.0, /*low=*/1.0);
+  auto reply = chat(user_message("edge", "我的订单到哪了"));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json meta = reply.json()["hengshi"];
+  EXPECT_EQ(meta["route"], "cloud-large");
+  EXPECT_EQ(meta["reason"], "low_confidence");
+  EXPECT_EQ(meta["fallback_type"], "quality");
+  EXPECT_EQ(sim_requests(*large_), 1);
+  EXPECT_EQ(sim_requests(*small_), 0);
 }
 
 TEST_F(GatewayEdgeTest, ModelsListTheEdgeAndTheLogRecordsIt) {
@@ -278,7 +298,7 @@ TEST_F(GatewayEdgeLlmTest, GeneratesAsJsonWithTokenConfidence) {
 }
 
 TEST_F(GatewayEdgeLlmTest, StreamsPiecesThenMetadata) {
-  json request = json::parse(user_message("edge", "Tell me a story", true));  // no intent model: the LLM
+  json request = json::parse(user_message("edge-llm", "Tell me a story", true));
   request["max_tokens"] = 12;
   auto reply = chat(request.dump());
   ASSERT_EQ(reply.status, 200) << reply.body;

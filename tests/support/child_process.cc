@@ -46,7 +46,7 @@ std::string source_path(const std::string& relative) {
   return here.substr(0, here.rfind("/tests/support/")) + "/" + relative;
 }
 
-ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
+ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const std::string& stdin_path) {
   ChildProcess child;
   child.stdout_path_ = temp_path("stdout.txt");
   child.stderr_path_ = temp_path("stderr.txt");
@@ -55,6 +55,8 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
   if (pid == 0) {
     int out = ::open(child.stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err = ::open(child.stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = ::open(stdin_path.empty() ? "/dev/null" : stdin_path.c_str(), O_RDONLY);
+    ::dup2(in, STDIN_FILENO);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
     ::setpgid(0, 0);
@@ -69,11 +71,12 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
 }
 
 ChildProcess::Finished ChildProcess::run(const std::vector<std::string>& argv,
-                                         std::chrono::milliseconds timeout) {
-  ChildProcess child = spawn(argv);
+                                         std::chrono::milliseconds timeout, const std::string& stdin_path) {
+  ChildProcess child = spawn(argv, stdin_path);
   Finished finished;
   finished.exit_code = child.wait(timeout);
   finished.output = child.output();
+  finished.stdout_text = read_file(child.stdout_path_);
   return finished;  // the destructor kills a child still running
 }
 

@@ -22,10 +22,13 @@ class ChildProcess {
   // Runs `argv` to completion (a CLI command such as `hengshi train`); kills it at the timeout.
   struct Finished {
     std::optional<int> exit_code;  // nullopt: killed at the timeout
-    std::string output;            // stdout + stderr
+    std::string output;            // stdout + stderr, labelled
+    std::string stdout_text;       // stdout alone
   };
+  // `stdin_path` ("" = /dev/null) is the child's standard input.
   static Finished run(const std::vector<std::string>& argv,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(120));
+                      std::chrono::milliseconds timeout = std::chrono::seconds(120),
+                      const std::string& stdin_path = "");
 
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
@@ -45,7 +48,7 @@ class ChildProcess {
 
  private:
   ChildProcess() = default;
-  static ChildProcess spawn(const std::vector<std::string>& argv);
+  static ChildProcess spawn(const std::vector<std::string>& argv, const std::string& stdin_path = "");
   pid_t pid_ = -1;
   std::string host_;
   int port_ = 0;

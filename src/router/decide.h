@@ -1,0 +1,89 @@
+// decide(): the router's short-circuit sequence (DESIGN.md §1), never a weighted sum. Each stage
+// either decides — and the rest never run — or passes the request on:
+//   1. hard constraints  PII anywhere in the conversation → pinned to the edge, fail closed
+//                        (reason pii_pin; route refuse with the safe message when no edge engine
+//                        can answer). A sensitive signal → its configured target (sensitive_signal).
+//                        No later stage can override these two.
+//   2. pins              a pool name as "model" (model_pinned); "edge-llm" → the edge LLM
+//   3. capability        task type × length × tools × structured output → cloud when the edge
+//                        cannot serve it (capability_miss; an admission, not a fallback)
+//   4. deadline          a budget already spent → refuse (deadline_exceeded), never a hang
+//   5. complexity        score ≥ cloud_large_at → cloud-large (complexity_high); a session whose
+//                        last `window` scores average ≥ cloud_large_at stays there
+//                        (session_sticky), so its answers do not flip style turn by turn
+//   6. confidence        intent engine: out of scope → out_of_scope_route; ≥ high → edge
+//                        (high_confidence); ≥ low → middle_band_route (middle_band); else
+//                        low_band_route (low_confidence). No intent engine → default pool.
+//   7. latency gate      when the chosen cloud pool's P90 does not fit the remaining budget:
+//                        an edge answer that fits (intent at ≥ low, or the LLM), or the other
+//                        pool, is taken instead (latency_pressure, fallback_type timeout); when
+//                        nothing fits the choice stands, marked latency_pressure.
+// Every decision carries the figures it used and the policy version.
+//
+// Thread-safety: decide() may run concurrently; RouterRuntime synchronises itself. The policy
+// is an immutable snapshot the caller holds for the whole call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/chat_request.h"
+#include "core/decision.h"
+#include "edge/intent_engine.h"
+#include "router/latency_window.h"
+#include "router/router_policy.h"
+#include "router/session_tracker.h"
+
+namespace hengshi::router {
+
+struct RouteInput {
+  std::string model;                       // as requested
+  std::vector<std::string_view> texts;     // every message's text (PII scans them all)
+  std::string_view last_user_text;         // what the intent engine and signals look at
+  int turns = 1;                           // messages in the conversation
+  std::string task_type;
+  std::string session_id;
+  std::int64_t remaining_ms = 60'000;      // deadline − elapsed
+  int input_tokens = 0;                    // estimate over all messages
+  int requested_output_tokens = 0;         // max_tokens, 0 = not set
+  bool wants_structured_output = false;
+  bool has_tools = false;
+  const edge::IntentPrediction* prediction = nullptr;  // null: no intent engine
+  bool llm_available = false;
+  std::string default_pool = "cloud-small";
+  std::vector<std::string> pools;          // configured pool names
+};
+
+// Reads a ChatRequest into a RouteInput (texts point into `request`, which must outlive it).
+RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms);
+
+// What the router learns from traffic: per-pool latency windows, the edge LLM's speed and
+// per-session memory. Sized from the policy it is created with.
+class RouterRuntime {
+ public:
+  explicit RouterRuntime(const RouterPolicy& policy);
+
+  void observe_cloud_latency(const std::string& pool, double latency_ms,
+                             std::chrono::steady_clock::time_point now);
+  void observe_edge_llm(double ttft_ms, int tokens, double generation_ms);
+  // The pool's P90 over the last 5 minutes, or the policy's prior before any sample.
+  double cloud_p90_ms(const RouterPolicy& policy, const std::string& pool,
+                      std::chrono::steady_clock::time_point now) const;
+  double edge_llm_eta_ms(int tokens) const { return edge_llm_.estimate_ms(tokens); }
+  SessionTracker& sessions() { return sessions_; }
+
+ private:
+  std::map<std::string, std::unique_ptr<SlidingQuantile>> cloud_latency_;  // fixed at creation
+  EdgeSpeed edge_llm_;
+  SessionTracker sessions_;
+};
+
+Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRuntime& runtime,
+                std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+
+}  // namespace hengshi::router

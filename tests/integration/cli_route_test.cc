@@ -1,0 +1,136 @@
+// The operator's tools end to end: `hengshi train` → `hengshi calibrate` → `hengshi route`, the
+// real binaries on the shipped demo FAQ. route must give one decision per input line, using the
+// thresholds calibrate wrote, and keep going past bad lines.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/child_process.h"
+
+namespace hengshi::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class CliRouteTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(temp_path("cli-route"));
+    fs::create_directories(*dir_);
+    const std::string hengshi = binary_path("src/cli/hengshi");
+    auto trained = ChildProcess::run({hengshi, "train", "--data", source_path("data/demo_faq.jsonl"), "--out",
+                                      *dir_ + "/model", "--search-budget", "0"});
+    log_ = new std::string(trained.output);
+    if (trained.exit_code != 0) return;
+    auto calibrated = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+                                         source_path("data/demo_faq.jsonl"), "--target-precision", "0.95",
+                                         "--out", *dir_ + "/thresholds.json"});
+    *log_ += calibrated.output;
+    ok_ = calibrated.exit_code == 0;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete log_;
+  }
+  void SetUp() override { ASSERT_TRUE(ok_) << *log_; }
+
+  // Runs `hengshi route` over `lines`; returns the decisions, one per non-blank line.
+  std::vector<json> route(const std::vector<std::string>& lines) {
+    const std::string config = *dir_ + "/route.yaml";
+    std::ofstream(config) << "edge:\n  intent_model: " << *dir_ << "/model\nrouting:\n  thresholds_file: " << *dir_
+                          << "/thresholds.json\n";
+    const std::string input = *dir_ + "/requests.jsonl";
+    std::ofstream out(input);
+    for (const auto& line : lines) out << line << "\n";
+    out.close();
+    auto finished = ChildProcess::run({binary_path("src/cli/hengshi"), "route", "--config", config},
+                                      std::chrono::seconds(60), input);
+    EXPECT_EQ(finished.exit_code, 0) << finished.output;
+    std::vector<json> decisions;
+    std::istringstream text(finished.stdout_text);
+    std::string line;
+    while (std::getline(text, line)) decisions.push_back(json::parse(line));
+    return decisions;
+  }
+
+  static std::string* dir_;
+  static std::string* log_;
+  static bool ok_;
+};
+std::string* CliRouteTest::dir_ = nullptr;
+std::string* CliRouteTest::log_ = nullptr;
+bool CliRouteTest::ok_ = false;
+
+TEST_F(CliRouteTest, CalibratePrintsTheFitTableAndWritesAVersionedFile) {
+  EXPECT_NE(log_->find("pass"), std::string::npos) << *log_;
+  json file = json::parse(std::ifstream(*dir_ + "/thresholds.json"));
+  EXPECT_EQ(file["format"], "hengshi-thresholds");
+  EXPECT_EQ(file["target_precision"], 0.95);
+  EXPECT_FALSE(file["version"].get<std::string>().empty());
+  EXPECT_FALSE(file["model_version"].get<std::string>().empty());
+}
+
+TEST_F(CliRouteTest, OneDecisionPerLineWithRouteReasonIntentAndConfidence) {
+  auto decisions = route({
+      R"({"text": "我的订单到哪了"})",
+      R"({"text": "我的手机号是13912345678"})",
+      R"({"text": "我要投诉"})",
+      R"({"text": "write a sort function", "task_type": "code"})",
+      R"({"model": "auto", "messages": [{"role": "user", "content": "今天天气怎么样"}]})",
+      R"(not json)",
+      R"({"text": "hello", "deadline_ms": "soon"})",
+  });
+  ASSERT_EQ(decisions.size(), 7u);
+  EXPECT_EQ(decisions[0]["route"], "edge");
+  EXPECT_EQ(decisions[0]["reason"], "high_confidence");
+  EXPECT_EQ(decisions[0]["intent"], "order_status");
+  EXPECT_GT(decisions[0]["confidence"].get<double>(), 0.0);
+  EXPECT_EQ(decisions[1]["reason"], "pii_pin");
+  EXPECT_NE(decisions[1]["route"], "cloud-small");
+  EXPECT_NE(decisions[1]["route"], "cloud-large");
+  EXPECT_EQ(decisions[2]["route"], "human");
+  EXPECT_EQ(decisions[2]["reason"], "sensitive_signal");
+  EXPECT_EQ(decisions[3]["reason"], "capability_miss");
+  EXPECT_EQ(decisions[4]["intent"], "__oos__");
+  EXPECT_EQ(decisions[4]["reason"], "out_of_scope");
+  EXPECT_EQ(decisions[4]["fallback_type"], "quality");
+  EXPECT_EQ(decisions[5]["error"]["code"], "invalid_json");
+  EXPECT_EQ(decisions[5]["line"], 6);
+  EXPECT_EQ(decisions[6]["error"]["param"], "deadline_ms");
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(decisions[i].contains("fallback_type")) << i;
+    EXPECT_NE(decisions[i]["figures"]["policy"].get<std::string>().find("thr-"), std::string::npos)
+        << "route must use the calibrated thresholds: " << decisions[i].dump();
+  }
+}
+
+TEST_F(CliRouteTest, SessionsSmoothComplexityAcrossLines) {
+  const std::string complex =
+      R"({"session_id": "s1", "text": "Compare plan A and plan B, explain the trade-offs step by step, analyze why, and give a table in JSON format. Why? How?"})";
+  auto decisions = route({complex, complex, R"({"session_id": "s1", "text": "ok thanks"})",
+                          R"({"session_id": "s2", "text": "ok thanks"})"});
+  ASSERT_EQ(decisions.size(), 4u);
+  EXPECT_EQ(decisions[0]["route"], "cloud-large");
+  EXPECT_EQ(decisions[2]["route"], "cloud-large");
+  EXPECT_EQ(decisions[2]["reason"], "session_sticky");
+  EXPECT_NE(decisions[3]["reason"], "session_sticky");  // another session starts fresh
+}
+
+TEST_F(CliRouteTest, RefusesAMalformedThresholdsFile) {
+  std::ofstream(*dir_ + "/broken.json") << R"({"format": "hengshi-thresholds", "format_version": 1, "version": "x", "model_version": "m", "target_precision": 0.97, "default_band": {"high": 0.2, "low": 0.9}, "task_types": {}, "intents": {}, "task_intents": {}, "notes": {}})";
+  const std::string config = *dir_ + "/broken.yaml";
+  std::ofstream(config) << "routing:\n  thresholds_file: " << *dir_ << "/broken.json\n";
+  auto finished = ChildProcess::run({binary_path("src/cli/hengshi"), "route", "--config", config});
+  EXPECT_EQ(finished.exit_code, 2) << finished.output;
+  EXPECT_NE(finished.output.find("broken.json"), std::string::npos) << finished.output;
+  EXPECT_NE(finished.output.find("default_band"), std::string::npos) << finished.output;
+}
+
+}  // namespace
+}  // namespace hengshi::testing

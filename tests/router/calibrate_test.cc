@@ -1,0 +1,341 @@
+#include "router/calibrate.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+
+#include "edge/intent_trainer.h"
+
+namespace hengshi::router {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path source_dir() {
+  if (const char* env = std::getenv("HENGSHI_SOURCE_DIR"); env != nullptr && *env != '\0')
+    return env;
+  return fs::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+fs::path fixture(const std::string& name) { return source_dir() / "tests/edge/fixtures" / name; }
+
+bool contains(const std::string& text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A fixed clock, so two calibrations of the same rows give the same file byte for byte.
+std::chrono::system_clock::time_point fixed_now() {
+  return std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
+}
+
+// One model trained on the small fixture (4 intents + __oos__, 10 rows each) for the suite.
+class CalibrateTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    work_ = new fs::path(fs::temp_directory_path() /
+                         ("hengshi-calibrate-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(std::random_device{}())));
+    fs::create_directories(*work_);
+    edge::TrainOptions options;
+    options.data_path = fixture("intent_small.jsonl");
+    options.out_dir = *work_ / "model";
+    options.autotune_budget_s = 0;
+    auto report = edge::train_intent_model(options);
+    ASSERT_TRUE(report) << report.error().message;
+    auto engine = edge::IntentEngine::load(*work_ / "model");
+    ASSERT_TRUE(engine) << engine.error().message;
+    engine_ = engine->release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+    std::error_code ec;
+    fs::remove_all(*work_, ec);
+    delete work_;
+    work_ = nullptr;
+  }
+
+  void SetUp() override { ASSERT_NE(engine_, nullptr) << "the suite's model failed to train"; }
+
+  static const edge::IntentEngine& engine() { return *engine_; }
+
+  static std::vector<CalibrationRow> training_rows() {
+    auto rows = read_calibration_rows(fixture("intent_small.jsonl").string());
+    EXPECT_TRUE(rows) << rows.error().message;
+    return rows ? *rows : std::vector<CalibrationRow>{};
+  }
+
+  // The training rows with the refund rows three times over, so one predicted intent has enough
+  // support at min_support 20 and the others (about 10 rows each) do not; order_status rows are
+  // task type "orders" (10 rows, too few), the rest take the default task type.
+  static std::vector<CalibrationRow> mixed_support_rows() {
+    std::vector<CalibrationRow> rows;
+    for (const CalibrationRow& row : training_rows()) {
+      CalibrationRow copy = row;
+      if (copy.intent == "order_status") copy.task_type = "orders";
+      const int copies = copy.intent == "refund" ? 3 : 1;
+      for (int i = 0; i < copies; ++i) rows.push_back(copy);
+    }
+    return rows;
+  }
+
+  static CalibrateOptions options(double target_precision) {
+    CalibrateOptions result;
+    result.target_precision = target_precision;
+    result.now = fixed_now();
+    return result;
+  }
+
+  static CalibrateReport calibrate(const std::vector<CalibrationRow>& rows,
+                                   const CalibrateOptions& calibrate_options) {
+    auto report = calibrate_thresholds(engine(), rows, calibrate_options);
+    EXPECT_TRUE(report) << report.error().message;
+    return report ? *report : CalibrateReport{};
+  }
+
+  static fs::path write_file(const std::string& name, const std::string& text) {
+    const fs::path path = *work_ / name;
+    std::ofstream(path, std::ios::trunc) << text;
+    return path;
+  }
+
+  static void expect_read_error(const fs::path& path, const std::vector<std::string>& fragments) {
+    auto rows = read_calibration_rows(path.string());
+    ASSERT_FALSE(rows) << path << " unexpectedly read";
+    EXPECT_EQ(rows.error().code, "data_invalid");
+    for (const std::string& fragment : fragments) {
+      EXPECT_TRUE(contains(rows.error().message, fragment))
+          << "\"" << fragment << "\" not in: " << rows.error().message;
+    }
+  }
+
+  static fs::path* work_;
+  static edge::IntentEngine* engine_;
+};
+
+fs::path* CalibrateTest::work_ = nullptr;
+edge::IntentEngine* CalibrateTest::engine_ = nullptr;
+
+TEST_F(CalibrateTest, FileFromTrainingDataValidatesAndNamesTheModel) {
+  const CalibrateReport report = calibrate(training_rows(), options(0.9));
+  EXPECT_EQ(report.rows, 50u);
+  EXPECT_EQ(report.skipped, 0u);
+  const ThresholdsFile& file = report.file;
+  EXPECT_EQ(file.model_version, engine().model_version());
+  EXPECT_DOUBLE_EQ(file.target_precision, 0.9);
+  EXPECT_EQ(file.version.rfind("thr-", 0), 0u) << file.version;
+  EXPECT_EQ(file.version, make_thresholds_version(file, fixed_now()));
+
+  auto thresholds = Thresholds::create(file);
+  ASSERT_TRUE(thresholds) << thresholds.error().message;
+
+  EXPECT_GE(file.default_band.high, 0.0);
+  EXPECT_LE(file.default_band.high, kEdgeNever);
+  EXPECT_GE(file.default_band.low, 0.0);
+  EXPECT_LE(file.default_band.low, file.default_band.high);
+
+  ASSERT_FALSE(report.groups.empty());
+  EXPECT_EQ(report.groups.front().kind, "default");
+  EXPECT_EQ(report.groups.front().fit.samples, 50u);
+  // No row names a task type, so all 50 fall in the default one.
+  ASSERT_EQ(file.task_types.size(), 1u);
+  EXPECT_TRUE(file.task_types.count("faq"));
+  EXPECT_TRUE(file.task_intents.empty());
+  EXPECT_FALSE(file.intents.count(std::string(kOutOfScopeIntent)));
+}
+
+TEST_F(CalibrateTest, SameRowsGiveTheSameFile) {
+  const CalibrateReport first = calibrate(mixed_support_rows(), options(0.9));
+  const CalibrateReport second = calibrate(mixed_support_rows(), options(0.9));
+  EXPECT_EQ(thresholds_to_json(first.file), thresholds_to_json(second.file));
+}
+
+TEST_F(CalibrateTest, PerGroupBandsOnlyWhereSupportSuffices) {
+  const std::vector<CalibrationRow> rows = mixed_support_rows();
+  CalibrateOptions calibrate_options = options(0.9);
+  calibrate_options.default_task_type = "general";
+  const CalibrateReport report = calibrate(rows, calibrate_options);
+  const ThresholdsFile& file = report.file;
+  ASSERT_EQ(report.min_support, 20u);
+
+  // What the groups must be, counted here from the engine's own predictions.
+  std::map<std::string, std::size_t> predicted;
+  for (const CalibrationRow& row : rows) {
+    const edge::IntentPrediction prediction = engine().predict(row.text);
+    if (!prediction.is_oos) ++predicted[prediction.intent];
+  }
+  std::size_t supported = 0;
+  std::size_t unsupported = 0;
+  for (const auto& [intent, count] : predicted) {
+    SCOPED_TRACE(intent + ": " + std::to_string(count) + " predictions");
+    const bool has_band = file.intents.count(intent) > 0;
+    EXPECT_EQ(has_band, count >= 20);
+    (count >= 20 ? supported : unsupported) += 1;
+    if (!has_band) {
+      EXPECT_TRUE(contains(file.notes.at("intent/" + intent), "inherited"));
+    }
+  }
+  EXPECT_GE(supported, 1u) << "the tripled refund rows should make one intent fit";
+  EXPECT_GE(unsupported, 1u);
+  EXPECT_EQ(file.intents.size(), supported);
+
+  // Task types: "general" (the default, 60 rows) gets a band; "orders" (10 rows) inherits.
+  EXPECT_TRUE(file.task_types.count("general"));
+  EXPECT_FALSE(file.task_types.count("orders"));
+  EXPECT_FALSE(file.task_types.count("faq"));
+  EXPECT_TRUE(contains(file.notes.at("task_type/orders"), "10 rows"));
+
+  // Every fitted group saw at least min_support rows; every inherited one fewer.
+  for (const GroupFit& group : report.groups) {
+    EXPECT_GE(group.fit.samples, 20u) << group.kind << "/" << group.key;
+  }
+  for (const InheritedGroup& group : report.inherited) {
+    EXPECT_LT(group.samples, 20u) << group.kind << "/" << group.key;
+  }
+  // A per-intent group is the rows PREDICTED as that intent, all of them answered.
+  for (const GroupFit& group : report.groups) {
+    if (group.kind != "intent") continue;
+    EXPECT_EQ(group.fit.samples, predicted.at(group.key));
+    std::size_t answered = 0;
+    for (const BucketRow& bucket : group.fit.buckets) answered += bucket.answered;
+    EXPECT_EQ(answered, group.fit.samples);
+  }
+
+  const std::string table = format_calibrate_report(report);
+  EXPECT_TRUE(contains(table, "default: 70 samples")) << table;
+  EXPECT_TRUE(contains(table, "task_type/general")) << table;
+  EXPECT_TRUE(contains(table, "pass rate")) << table;
+  EXPECT_TRUE(contains(table, "precision@high")) << table;
+  EXPECT_TRUE(contains(table, "monotonic")) << table;
+  EXPECT_TRUE(contains(table, "task_type/orders (10)")) << table;
+}
+
+TEST_F(CalibrateTest, UnreachableTargetDisablesTheEdge) {
+  // Noise that no threshold can avoid: the most confident answered row is labelled wrong, and
+  // every threshold at or below its confidence includes it, so precision 1.0 is out of reach.
+  std::vector<CalibrationRow> rows = mixed_support_rows();
+  std::size_t most_confident = rows.size();
+  double best = -1;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const edge::IntentPrediction prediction = engine().predict(rows[i].text);
+    if (!prediction.is_oos && prediction.confidence > best) {
+      best = prediction.confidence;
+      most_confident = i;
+    }
+  }
+  ASSERT_LT(most_confident, rows.size()) << "the model answered nothing";
+  rows[most_confident].intent = std::string(kOutOfScopeIntent);
+
+  const CalibrateReport report = calibrate(rows, options(1.0));
+  const ThresholdsFile& file = report.file;
+  ASSERT_FALSE(report.groups.empty());
+  const GroupFit& default_group = report.groups.front();
+  EXPECT_FALSE(default_group.fit.reachable);
+  EXPECT_DOUBLE_EQ(file.default_band.high, kEdgeNever);
+  EXPECT_LE(file.default_band.low, kEdgeNever);
+  EXPECT_TRUE(contains(file.notes.at("default"), "unreachable")) << file.notes.at("default");
+
+  for (const GroupFit& group : report.groups) {
+    if (group.fit.reachable) continue;
+    SCOPED_TRACE(group.kind + "/" + group.key);
+    if (group.kind == "task_type") {
+      EXPECT_DOUBLE_EQ(file.task_types.at(group.key).high, kEdgeNever);
+    }
+    if (group.kind == "intent") {
+      EXPECT_DOUBLE_EQ(file.intents.at(group.key).high, kEdgeNever);
+      EXPECT_TRUE(contains(file.notes.at("intent/" + group.key), "unreachable"));
+    }
+  }
+  EXPECT_TRUE(Thresholds::create(file));
+  EXPECT_TRUE(contains(format_calibrate_report(report), "edge never"));
+}
+
+TEST_F(CalibrateTest, WrittenFileRoundTrips) {
+  const CalibrateReport report = calibrate(mixed_support_rows(), options(0.9));
+  const fs::path path = *work_ / "thresholds.json";
+  ASSERT_TRUE(write_thresholds_file(report.file, path.string()));
+  auto loaded = load_thresholds_file(path.string());
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  EXPECT_EQ(thresholds_to_json(*loaded), thresholds_to_json(report.file));
+  EXPECT_EQ(loaded->version, report.file.version);
+  EXPECT_EQ(loaded->model_version, engine().model_version());
+  EXPECT_EQ(loaded->intents.size(), report.file.intents.size());
+  EXPECT_EQ(loaded->notes, report.file.notes);
+}
+
+TEST_F(CalibrateTest, RefusesBadOptionsAndUnusableRows) {
+  const std::vector<CalibrationRow> rows = training_rows();
+  for (double target : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    auto report = calibrate_thresholds(engine(), rows, options(target));
+    ASSERT_FALSE(report) << target;
+    EXPECT_EQ(report.error().code, "invalid_argument");
+    EXPECT_TRUE(contains(report.error().message, "target precision")) << report.error().message;
+  }
+  CalibrateOptions no_support = options(0.9);
+  no_support.min_support = 0;
+  EXPECT_FALSE(calibrate_thresholds(engine(), rows, no_support));
+  CalibrateOptions no_task_type = options(0.9);
+  no_task_type.default_task_type = "";
+  EXPECT_FALSE(calibrate_thresholds(engine(), rows, no_task_type));
+
+  const std::vector<CalibrationRow> blank = {{"", "refund", ""}, {"hello", " ", ""}};
+  auto report = calibrate_thresholds(engine(), blank, options(0.9));
+  ASSERT_FALSE(report);
+  EXPECT_EQ(report.error().code, "data_invalid");
+  EXPECT_TRUE(contains(report.error().message, "2 skipped")) << report.error().message;
+
+  std::vector<CalibrationRow> some_blank = rows;
+  some_blank.push_back({" ", "refund", ""});
+  EXPECT_EQ(calibrate(some_blank, options(0.9)).skipped, 1u);
+}
+
+TEST_F(CalibrateTest, ReadsTaskTypesAndIgnoresOtherFields) {
+  const fs::path path = write_file(
+      "rows.jsonl",
+      "{\"text\": \"where is my order\", \"intent\": \"order_status\", \"task_type\": \"orders\", "
+      "\"answer\": \"see My Orders\"}\n"
+      "\n"
+      "{\"text\": \"tell me a joke\", \"intent\": \"__oos__\", \"task_type\": null}\n");
+  auto rows = read_calibration_rows(path.string());
+  ASSERT_TRUE(rows) << rows.error().message;
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].text, "where is my order");
+  EXPECT_EQ((*rows)[0].intent, "order_status");
+  EXPECT_EQ((*rows)[0].task_type, "orders");
+  EXPECT_EQ((*rows)[1].intent, "__oos__");
+  EXPECT_EQ((*rows)[1].task_type, "");
+}
+
+TEST_F(CalibrateTest, ReadErrorsNameFileAndLine) {
+  const std::string bad_json = fixture("intent_bad_json.jsonl").string();
+  expect_read_error(bad_json, {bad_json + ":3:", "invalid JSON"});
+  const std::string missing_text = fixture("intent_missing_text.jsonl").string();
+  expect_read_error(missing_text, {missing_text + ":3:", "missing field \"text\""});
+  const std::string empty_intent = fixture("intent_empty_intent.jsonl").string();
+  expect_read_error(empty_intent, {empty_intent + ":2:", "\"intent\" is empty"});
+  const std::string empty = fixture("intent_empty.jsonl").string();
+  expect_read_error(empty, {empty + ":", "empty"});
+
+  const fs::path missing_intent = write_file("missing_intent.jsonl", "{\"text\": \"hi\"}\n");
+  expect_read_error(missing_intent, {missing_intent.string() + ":1:", "\"intent\""});
+  const fs::path bad_task_type =
+      write_file("bad_task_type.jsonl",
+                 "{\"text\": \"hi\", \"intent\": \"a\"}\n"
+                 "{\"text\": \"yo\", \"intent\": \"b\", \"task_type\": 7}\n");
+  expect_read_error(bad_task_type, {bad_task_type.string() + ":2:", "\"task_type\""});
+  const fs::path not_object = write_file("not_object.jsonl", "[1, 2]\n");
+  expect_read_error(not_object, {not_object.string() + ":1:", "not a JSON object"});
+  expect_read_error(*work_ / "no-such-file.jsonl", {"no-such-file.jsonl", "cannot open"});
+}
+
+}  // namespace
+}  // namespace hengshi::router

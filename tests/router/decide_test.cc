@@ -1,0 +1,1037 @@
+#include "router/decide.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "router/complexity.h"
+#include "router/router_policy.h"
+#include "router/thresholds.h"
+
+namespace hengshi::router {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- PII fixtures, computed rather than copied so the checksums are known to be right ----
+
+// The MOD 11-2 check character of a resident ID's first 17 digits.
+char id_check_char(std::string_view first17) {
+  static constexpr int kWeights[17] = {7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2};
+  static constexpr char kCheck[] = "10X98765432";
+  int sum = 0;
+  for (std::size_t i = 0; i < 17; ++i) sum += (first17[i] - '0') * kWeights[i];
+  return kCheck[sum % 11];
+}
+
+bool luhn_valid(std::string_view digits) {
+  int sum = 0;
+  bool twice = false;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it, twice = !twice) {
+    int digit = *it - '0';
+    if (twice) digit = digit * 2 > 9 ? digit * 2 - 9 : digit * 2;
+    sum += digit;
+  }
+  return sum % 10 == 0;
+}
+
+// `prefix` followed by the Luhn check digit that makes the whole number valid.
+std::string luhn_complete(std::string prefix) {
+  for (char check = '0'; check <= '9'; ++check) {
+    if (luhn_valid(prefix + check)) return prefix + check;
+  }
+  return prefix;  // unreachable: one of ten digits always fits
+}
+
+// Born 1990-03-07 in Beijing (110105), sequence 123.
+constexpr std::string_view kIdFirst17 = "11010519900307123";
+
+std::string valid_id() { return std::string(kIdFirst17) + id_check_char(kIdFirst17); }
+
+// Same 17 digits, a wrong check digit, and not Luhn-valid either (else it would be a bank card).
+std::string id_with_wrong_checksum() {
+  for (char check = '0'; check <= '9'; ++check) {
+    std::string candidate = std::string(kIdFirst17) + check;
+    if (check != id_check_char(kIdFirst17) && !luhn_valid(candidate)) return candidate;
+  }
+  return "";
+}
+
+std::string valid_card() { return luhn_complete("622202123456789"); }
+
+std::string luhn_invalid_card() {
+  std::string card = valid_card();
+  card.back() = static_cast<char>('0' + (card.back() - '0' + 1) % 10);
+  return card;
+}
+
+constexpr std::string_view kMobile = "13812345678";
+constexpr std::string_view kEmail = "li.lei@example.com";
+
+// ---- policy, prediction and input helpers ----
+
+std::shared_ptr<const RouterPolicy> policy_from(const std::string& yaml,
+                                                const std::string& thresholds_file = "") {
+  auto policy = parse_router_policy(yaml, "test-policy.yaml", thresholds_file);
+  EXPECT_TRUE(policy.ok()) << (policy.ok() ? "" : policy.error().message);
+  return policy.ok() ? *policy : nullptr;
+}
+
+const RouterPolicy& default_policy() {
+  static const std::shared_ptr<const RouterPolicy> policy = policy_from("");
+  return *policy;
+}
+
+edge::IntentPrediction in_scope(double confidence, std::string intent = "opening_hours",
+                                std::string answer = "We are open 9:00-18:00, Monday to Friday.") {
+  edge::IntentPrediction prediction;
+  prediction.intent = std::move(intent);
+  prediction.answer = std::move(answer);
+  prediction.confidence = confidence;
+  prediction.raw_probability = confidence;
+  prediction.margin = confidence / 2;
+  prediction.second_intent = "shipping";
+  prediction.is_oos = false;
+  return prediction;
+}
+
+edge::IntentPrediction out_of_scope() {
+  edge::IntentPrediction prediction;
+  prediction.intent = "__oos__";
+  prediction.confidence = 0.95;
+  prediction.is_oos = true;
+  return prediction;
+}
+
+// A one-message conversation; `texts` must outlive the input (RouteInput holds views).
+RouteInput input_for(const std::vector<std::string>& texts) {
+  RouteInput input;
+  for (const std::string& text : texts) input.texts.emplace_back(text);
+  input.last_user_text = input.texts.back();
+  input.turns = static_cast<int>(texts.size());
+  input.task_type = "faq";
+  input.pools = {"cloud-small", "cloud-large"};
+  return input;
+}
+
+// Scores 5: long, several reasoning and constraint cues, many questions.
+const std::string kAnalyticalText =
+    "Please explain why the two approaches differ, compare their trade-offs step by step, and "
+    "analyze how each one behaves under load. Why would one choose the first over the second? "
+    "How does caching change the answer? You must answer as a table, and list at least three "
+    "risks for each option. Then prove that the cheaper option is never slower when the cache is "
+    "warm.";
+const std::string kSimpleText = "What are your opening hours?";  // scores 1
+const std::string kFairlySimpleText = "How do I reset my password? And why is it required?";  // 2
+
+class DecideTest : public ::testing::Test {
+ protected:
+  Decision run(const RouteInput& input, const RouterPolicy& policy = default_policy()) {
+    Decision decision = decide(input, policy, runtime_, now_);
+    EXPECT_EQ(decision.figures.value("policy", ""), policy.version) << decision.figures.dump();
+    return decision;
+  }
+
+  RouterRuntime runtime_{default_policy()};
+  Clock::time_point now_ = Clock::now();
+};
+
+void expect_route(const Decision& decision, std::string_view route, std::string_view reason,
+                  std::string_view fallback_type = "") {
+  EXPECT_EQ(decision.route, route) << decision.figures.dump();
+  EXPECT_EQ(decision.reason, reason) << decision.figures.dump();
+  EXPECT_EQ(decision.fallback_type, fallback_type) << decision.figures.dump();
+}
+
+// ---- sanity of the fixtures themselves ----
+
+TEST(DecideFixtureTest, PiiFixturesAreWhatTheTestsClaim) {
+  const PiiDetector& pii = default_policy().pii;
+  EXPECT_EQ(valid_id().size(), 18u);
+  EXPECT_EQ(valid_card().size(), 16u);
+  EXPECT_TRUE(luhn_valid(valid_card()));
+  EXPECT_FALSE(luhn_valid(luhn_invalid_card()));
+  ASSERT_EQ(id_with_wrong_checksum().size(), 18u);
+  EXPECT_FALSE(luhn_valid(id_with_wrong_checksum()));
+  const auto kind_of = [&](const std::string& text) {
+    const auto matches = pii.find(text);
+    return matches.size() == 1 ? matches[0].kind : "<" + std::to_string(matches.size()) + ">";
+  };
+  EXPECT_EQ(kind_of(std::string(kMobile)), "mobile_cn");
+  EXPECT_EQ(kind_of(valid_id()), "id_cn");
+  EXPECT_EQ(kind_of(valid_card()), "bank_card");
+  EXPECT_EQ(kind_of(std::string(kEmail)), "email");
+  EXPECT_EQ(complexity_score(complexity_features(kAnalyticalText, 1)), 5);
+  EXPECT_EQ(complexity_score(complexity_features(kSimpleText, 1)), 1);
+  EXPECT_EQ(complexity_score(complexity_features(kFairlySimpleText, 1)), 2);
+}
+
+// ---- 1. hard constraints: PII ----
+
+struct PiiItem {
+  std::string kind;
+  std::string text;
+};
+
+std::vector<PiiItem> pii_items() {
+  return {{"mobile_cn", "call me on " + std::string(kMobile) + " please"},
+          {"id_cn", "我的身份证号是" + valid_id() + "，帮我查一下"},
+          {"bank_card", "card " + valid_card() + " was charged twice"},
+          {"email", "mail me at " + std::string(kEmail)}};
+}
+
+TEST_F(DecideTest, PiiInAnyMessagePinsToTheEdgeAndNeverTheCloud) {
+  for (const PiiItem& item : pii_items()) {
+    for (bool in_earlier_message : {false, true}) {
+      SCOPED_TRACE(item.kind + (in_earlier_message ? " in an earlier message" : " in the last"));
+      const std::vector<std::string> texts =
+          in_earlier_message ? std::vector<std::string>{item.text, "ok", kSimpleText}
+                             : std::vector<std::string>{"hello", item.text};
+      RouteInput input = input_for(texts);
+
+      // An in-scope intent answer at >= high: the intent engine answers.
+      const edge::IntentPrediction confident = in_scope(0.95);
+      input.prediction = &confident;
+      input.llm_available = true;
+      Decision decision = run(input);
+      expect_route(decision, "edge", "pii_pin");
+      EXPECT_EQ(decision.edge_engine, "intent");
+      EXPECT_EQ(decision.figures["pii"], nlohmann::json::array({item.kind}));
+
+      // Below high (or out of scope): the edge LLM when there is one.
+      const edge::IntentPrediction middling = in_scope(0.84);
+      const edge::IntentPrediction oos = out_of_scope();
+      for (const edge::IntentPrediction* prediction :
+           {&middling, &oos, static_cast<const edge::IntentPrediction*>(nullptr)}) {
+        input.prediction = prediction;
+        input.llm_available = true;
+        decision = run(input);
+        expect_route(decision, "edge", "pii_pin");
+        EXPECT_EQ(decision.edge_engine, "llm");
+
+        // No edge engine can answer: fail closed with the safe message.
+        input.llm_available = false;
+        decision = run(input);
+        expect_route(decision, "refuse", "pii_pin");
+        EXPECT_EQ(decision.edge_engine, "");
+      }
+    }
+  }
+}
+
+TEST_F(DecideTest, PiiIntentAnswerNeedsACannedAnswer) {
+  const std::vector<std::string> texts = {"email " + std::string(kEmail)};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction no_answer = in_scope(0.99, "opening_hours", "");
+  input.prediction = &no_answer;
+  expect_route(run(input), "refuse", "pii_pin");
+  input.llm_available = true;
+  EXPECT_EQ(run(input).edge_engine, "llm");
+}
+
+TEST_F(DecideTest, PiiFiguresListEveryKindOnce) {
+  const std::vector<std::string> texts = {
+      "my number is " + std::string(kMobile) + ", again " + std::string(kMobile),
+      "id " + valid_id() + " and card " + valid_card(), "and " + std::string(kEmail)};
+  const Decision decision = run(input_for(texts));
+  expect_route(decision, "refuse", "pii_pin");
+  EXPECT_EQ(decision.figures["pii"],
+            nlohmann::json::array({"mobile_cn", "id_cn", "bank_card", "email"}));
+}
+
+TEST_F(DecideTest, PiiUsesTheIntentsOwnBand) {
+  ThresholdsFile file;
+  file.version = "thr-pii";
+  file.intents = {{"opening_hours", Band{0.6, 0.3}}};
+  RouterPolicy policy = default_policy();
+  policy.thresholds = *Thresholds::create(file);
+  const std::vector<std::string> texts = {"call " + std::string(kMobile)};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction prediction = in_scope(0.7);  // >= 0.6 for this intent, < 0.85
+  input.prediction = &prediction;
+  const Decision decision = decide(input, policy, runtime_, now_);
+  expect_route(decision, "edge", "pii_pin");
+  EXPECT_EQ(decision.edge_engine, "intent");
+}
+
+TEST_F(DecideTest, NearMissNumbersAreNotPii) {
+  for (const std::string& number : {id_with_wrong_checksum(), luhn_invalid_card()}) {
+    SCOPED_TRACE(number);
+    const std::vector<std::string> texts = {"my order number is " + number};
+    RouteInput input = input_for(texts);
+    const edge::IntentPrediction prediction = in_scope(0.95);
+    input.prediction = &prediction;
+    const Decision decision = run(input);
+    EXPECT_NE(decision.reason, "pii_pin");
+    EXPECT_FALSE(decision.figures.contains("pii"));
+    expect_route(decision, "edge", "high_confidence");
+  }
+}
+
+TEST_F(DecideTest, PiiDisabledInThePolicyIsNotAPin) {
+  const auto policy = policy_from("pii: {enabled: false}\n");
+  const std::vector<std::string> texts = {"call " + std::string(kMobile)};
+  const Decision decision = run(input_for(texts), *policy);
+  expect_route(decision, "cloud-small", "default_pool");
+}
+
+// Everything a request can carry, at random, plus some PII: the answer is always the edge or the
+// safe refusal, never a cloud pool or a human (a hand-off would show the PII to the agent's tools).
+TEST_F(DecideTest, PropertyPiiIsNeverSentToTheCloudWhateverElseTheRequestSays) {
+  std::mt19937 random(20261129);
+  const auto pick = [&](const auto& options) {
+    return options[std::uniform_int_distribution<std::size_t>(0, std::size(options) - 1)(random)];
+  };
+  const auto chance = [&](double p) { return std::bernoulli_distribution(p)(random); };
+  const auto uniform = [&](double from, double to) {
+    return std::uniform_real_distribution<double>(from, to)(random);
+  };
+  const std::vector<std::string> pii = {std::string(kMobile), valid_id(), valid_card(),
+                                        std::string(kEmail), "+86 138-1234-5678"};
+  const std::vector<std::string> sensitive = {"转人工", "my card was stolen",         "盗刷",
+                                              "投诉",   "I want to speak to a human", "fraud"};
+  const std::vector<std::string> tasks = {"",     "faq",       "chitchat",   "summarize",
+                                          "code", "reasoning", "extraction", "no-such-task"};
+  const std::vector<std::string> models = {"", "auto", "cloud-large", "cloud-small", "edge-llm"};
+  const std::vector<std::string> intents = {"opening_hours", "refund", "shipping"};
+  const std::vector<std::string> sessions = {"", "s-a", "s-b", "s-c"};
+  const std::vector<std::vector<std::string>> pool_sets = {
+      {"cloud-small", "cloud-large"}, {"cloud-small"}, {"cloud-large"}, {}};
+
+  Clock::time_point now = now_;
+  RouterRuntime runtime(default_policy());
+  int seen_edge_intent = 0, seen_edge_llm = 0, seen_refuse = 0;
+  for (int i = 0; i < 2000; ++i) {
+    now += std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 20'000)(random));
+
+    // Thresholds: random default band and a random band for one intent.
+    ThresholdsFile file;
+    file.version = "thr-prop-" + std::to_string(i);
+    const double low = uniform(0, 1);
+    file.default_band = Band{uniform(low, kEdgeNever), low};
+    const double intent_low = uniform(0, 1);
+    file.intents[pick(intents)] = Band{uniform(intent_low, kEdgeNever), intent_low};
+    RouterPolicy policy = default_policy();
+    auto thresholds = Thresholds::create(file);
+    ASSERT_TRUE(thresholds.ok()) << thresholds.error().message;
+    policy.thresholds = std::move(*thresholds);
+    policy.version = "prop-" + std::to_string(i);
+
+    // Load: the pools' P90 wanders from fast to far over budget.
+    for (int sample = std::uniform_int_distribution<int>(0, 6)(random); sample > 0; --sample) {
+      runtime.observe_cloud_latency(pick(std::vector<std::string>{"cloud-small", "cloud-large"}),
+                                    uniform(5, 20'000), now);
+    }
+    if (chance(0.2)) runtime.observe_edge_llm(uniform(1, 500), 64, uniform(10, 5000));
+
+    // Sessions with history, some of it complex.
+    const std::string session = pick(sessions);
+    if (!session.empty() && chance(0.5)) {
+      runtime.sessions().record(session, 5, "cloud-large", now);
+      runtime.sessions().record(session, 5, "cloud-large", now);
+    }
+
+    // The conversation: 1-4 messages, PII in any one of them, extras sprinkled on top.
+    const int message_count = std::uniform_int_distribution<int>(1, 4)(random);
+    std::vector<std::string> texts(static_cast<std::size_t>(message_count), "hello there");
+    if (chance(0.5)) texts.back() = kSimpleText;
+    if (chance(0.4)) texts.back() = kAnalyticalText;
+    if (chance(0.5)) texts.back() += " " + pick(sensitive) + " ";
+    if (chance(0.3)) texts.front() += " " + pick(sensitive);
+    const std::size_t pii_at =
+        std::uniform_int_distribution<std::size_t>(0, texts.size() - 1)(random);
+    texts[pii_at] += (chance(0.5) ? " " : "，") + pick(pii) + (chance(0.5) ? " ok" : "。");
+    if (chance(0.2)) texts[0] += " also " + pick(pii) + " ";
+
+    RouteInput input = input_for(texts);
+    input.model = pick(models);
+    input.task_type = pick(tasks);
+    input.session_id = session;
+    input.remaining_ms = pick(std::vector<std::int64_t>{
+        -5'000, 0, 1, 50, 900, 2'000, 60'000,
+        std::uniform_int_distribution<std::int64_t>(-100, 30'000)(random)});
+    input.input_tokens = std::uniform_int_distribution<int>(0, 2000)(random);
+    input.requested_output_tokens = pick(std::vector<int>{0, 64, 256, 4096});
+    input.wants_structured_output = chance(0.3);
+    input.has_tools = chance(0.3);
+    input.llm_available = chance(0.5);
+    input.default_pool = pick(std::vector<std::string>{"cloud-small", "cloud-large"});
+    input.pools = pick(pool_sets);
+
+    edge::IntentPrediction prediction;
+    const int prediction_kind = std::uniform_int_distribution<int>(0, 3)(random);
+    if (prediction_kind == 1) prediction = out_of_scope();
+    if (prediction_kind >= 2) {
+      prediction = in_scope(uniform(0, 1), pick(intents), chance(0.9) ? "a canned answer" : "");
+    }
+    input.prediction = prediction_kind == 0 ? nullptr : &prediction;
+
+    const Decision decision = decide(input, policy, runtime, now);
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + decision.figures.dump());
+    ASSERT_TRUE(decision.route == "edge" || decision.route == "refuse") << decision.route;
+    ASSERT_EQ(decision.reason, "pii_pin");
+    ASSERT_EQ(decision.fallback_type, "");
+    ASSERT_TRUE(decision.figures.contains("pii"));
+    ASSERT_FALSE(decision.figures["pii"].empty());
+    ASSERT_EQ(decision.figures["policy"], policy.version);
+
+    // Which edge engine, exactly as the contract says.
+    const Band band =
+        policy.thresholds.band(input.task_type, input.prediction ? prediction.intent : "");
+    const bool intent_can_answer = input.prediction != nullptr && !prediction.is_oos &&
+                                   !prediction.answer.empty() && prediction.confidence >= band.high;
+    if (intent_can_answer) {
+      ASSERT_EQ(decision.edge_engine, "intent");
+      ++seen_edge_intent;
+    } else if (input.llm_available) {
+      ASSERT_EQ(decision.edge_engine, "llm");
+      ++seen_edge_llm;
+    } else {
+      ASSERT_EQ(decision.route, "refuse");
+      ++seen_refuse;
+    }
+  }
+  // The generator reached every outcome.
+  EXPECT_GT(seen_edge_intent, 50);
+  EXPECT_GT(seen_edge_llm, 50);
+  EXPECT_GT(seen_refuse, 50);
+}
+
+// ---- 1. hard constraints: sensitive signals ----
+
+TEST_F(DecideTest, SensitiveSignalGoesToItsTarget) {
+  struct Case {
+    std::string text;
+    std::string route;
+    std::string rule;
+  };
+  for (const Case& c :
+       std::vector<Case>{{"你好，我要转人工", "human", "human_handoff"},
+                         {"I want to talk to a human now", "human", "human_handoff"},
+                         {"我要投诉你们", "human", "complaint"},
+                         {"my card was stolen yesterday", "cloud-large", "fraud_security"},
+                         {"信用卡被盗刷了", "cloud-large", "fraud_security"}}) {
+    SCOPED_TRACE(c.text);
+    const std::vector<std::string> texts = {c.text};
+    const Decision decision = run(input_for(texts));
+    expect_route(decision, c.route, "sensitive_signal");
+    EXPECT_EQ(decision.figures.value("signal", ""), c.rule);
+  }
+}
+
+TEST_F(DecideTest, SensitiveSignalBeatsPinsConfidenceCapabilityAndDeadline) {
+  const std::vector<std::string> texts = {"请帮我转人工"};
+  const std::vector<std::string> fraud = {"my card was stolen"};
+  const edge::IntentPrediction confident = in_scope(0.99);
+  for (const std::string model : {"cloud-small", "cloud-large", "edge-llm"}) {
+    SCOPED_TRACE(model);
+    RouteInput input = input_for(texts);
+    input.model = model;
+    input.prediction = &confident;
+    input.llm_available = true;
+    input.task_type = "code";
+    input.has_tools = true;
+    input.remaining_ms = 0;
+    expect_route(run(input), "human", "sensitive_signal");
+
+    RouteInput fraud_input = input_for(fraud);
+    fraud_input.model = model;
+    fraud_input.prediction = &confident;
+    expect_route(run(fraud_input), "cloud-large", "sensitive_signal");
+  }
+}
+
+TEST_F(DecideTest, SensitiveSignalReadsOnlyTheLastUserText) {
+  // An old complaint does not hand every later turn to a human.
+  const std::vector<std::string> texts = {"我要投诉", "算了，没事了", kSimpleText};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction confident = in_scope(0.95);
+  input.prediction = &confident;
+  expect_route(run(input), "edge", "high_confidence");
+}
+
+TEST_F(DecideTest, PiiBeatsSensitiveSignal) {
+  for (const std::string& text :
+       {"转人工 " + std::string(kMobile), "my card " + valid_card() + " was stolen"}) {
+    SCOPED_TRACE(text);
+    const std::vector<std::string> texts = {text};
+    RouteInput input = input_for(texts);
+    input.llm_available = true;
+    const Decision decision = run(input);
+    expect_route(decision, "edge", "pii_pin");
+    EXPECT_FALSE(decision.figures.contains("signal"));
+  }
+}
+
+TEST_F(DecideTest, SensitiveRulesFromThePolicyReplaceTheDefaults) {
+  const auto policy = policy_from(
+      "sensitive:\n"
+      "  - {name: zebra, keywords: [zebra], target: human}\n");
+  const std::vector<std::string> zebra = {"a zebra!"};
+  expect_route(run(input_for(zebra), *policy), "human", "sensitive_signal");
+  const std::vector<std::string> handoff = {"转人工"};
+  expect_route(run(input_for(handoff), *policy), "cloud-small", "default_pool");
+}
+
+// ---- 2. pins ----
+
+TEST_F(DecideTest, PoolNameAsModelIsAPin) {
+  const std::vector<std::string> texts = {kSimpleText};
+  const edge::IntentPrediction confident = in_scope(0.99);
+  for (const std::string pool : {"cloud-large", "cloud-small"}) {
+    RouteInput input = input_for(texts);
+    input.model = pool;
+    input.prediction = &confident;
+    expect_route(run(input), pool, "model_pinned");
+  }
+}
+
+TEST_F(DecideTest, EdgeLlmAsModelIsAPin) {
+  const std::vector<std::string> texts = {kAnalyticalText};
+  RouteInput input = input_for(texts);
+  input.model = "edge-llm";
+  input.llm_available = true;
+  const Decision decision = run(input);
+  expect_route(decision, "edge", "model_pinned");
+  EXPECT_EQ(decision.edge_engine, "llm");
+}
+
+TEST_F(DecideTest, PinBeatsCapabilityAndDeadline) {
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.model = "cloud-small";
+  input.task_type = "code";
+  input.has_tools = true;
+  input.remaining_ms = -1;
+  expect_route(run(input), "cloud-small", "model_pinned");
+}
+
+TEST_F(DecideTest, PoolNameNotConfiguredIsNotAPin) {
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.model = "cloud-large";
+  input.pools = {"cloud-small"};
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  expect_route(run(input), "edge", "high_confidence");
+
+  input.prediction = nullptr;
+  expect_route(run(input), "cloud-small", "default_pool");
+
+  for (const std::string model : {"auto", "gpt-4o", ""}) {
+    input.model = model;
+    input.pools = {"cloud-small", "cloud-large"};
+    expect_route(run(input), "cloud-small", "default_pool");
+  }
+}
+
+// ---- 3. capability ----
+
+TEST_F(DecideTest, TaskTheEdgeMayNotServeIsACapabilityMiss) {
+  const edge::IntentPrediction confident = in_scope(0.99);
+  const std::vector<std::string> simple = {kSimpleText};
+  RouteInput input = input_for(simple);
+  input.task_type = "code";
+  input.prediction = &confident;
+  Decision decision = run(input);
+  expect_route(decision, "cloud-small", "capability_miss", "");
+  EXPECT_EQ(decision.figures.value("capability", ""), "edge_not_allowed");
+
+  const std::vector<std::string> complex = {kAnalyticalText};
+  RouteInput complex_input = input_for(complex);
+  complex_input.task_type = "code";
+  decision = run(complex_input);
+  expect_route(decision, "cloud-large", "capability_miss", "");
+  EXPECT_EQ(decision.figures.value("complexity", 0), 5);
+}
+
+TEST_F(DecideTest, ToolsStructuredOutputAndLengthAreCapabilityMisses) {
+  const edge::IntentPrediction confident = in_scope(0.99);
+  const std::vector<std::string> texts = {kSimpleText};
+
+  RouteInput tools = input_for(texts);
+  tools.prediction = &confident;
+  tools.has_tools = true;
+  Decision decision = run(tools);
+  expect_route(decision, "cloud-small", "capability_miss");
+  EXPECT_EQ(decision.figures.value("capability", ""), "tools");
+
+  RouteInput long_input = input_for(texts);
+  long_input.prediction = &confident;
+  long_input.input_tokens = 513;  // faq: max_input_tokens 512
+  decision = run(long_input);
+  expect_route(decision, "cloud-small", "capability_miss");
+  EXPECT_EQ(decision.figures.value("capability", ""), "input_too_long");
+  long_input.input_tokens = 512;
+  expect_route(run(long_input), "edge", "high_confidence");
+
+  RouteInput structured = input_for(texts);
+  structured.prediction = &confident;
+  structured.task_type = "extraction";
+  structured.wants_structured_output = true;
+  decision = run(structured);
+  expect_route(decision, "cloud-small", "capability_miss");
+  EXPECT_EQ(decision.figures.value("capability", ""), "structured_output");
+}
+
+TEST_F(DecideTest, UnknownTaskTypeUsesTheDefaultRowAndSaysSo) {
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.task_type = "astrology";
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  Decision decision = run(input);
+  expect_route(decision, "edge", "high_confidence");
+  EXPECT_EQ(decision.figures.value("task_type_unknown", false), true);
+
+  input.task_type = "faq";
+  decision = run(input);
+  EXPECT_FALSE(decision.figures.contains("task_type_unknown"));
+}
+
+TEST_F(DecideTest, CapabilitiesFromThePolicyOverrideTheDefaults) {
+  const auto policy = policy_from(
+      "capabilities:\n"
+      "  code: {edge: yes}\n"
+      "  faq: {edge: no}\n");
+  const edge::IntentPrediction confident = in_scope(0.99);
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.prediction = &confident;
+  input.task_type = "code";
+  expect_route(run(input, *policy), "edge", "high_confidence");
+  input.task_type = "faq";
+  expect_route(run(input, *policy), "cloud-small", "capability_miss");
+}
+
+TEST_F(DecideTest, CapabilityBeatsDeadline) {
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.task_type = "reasoning";
+  input.remaining_ms = 0;
+  expect_route(run(input), "cloud-small", "capability_miss");
+}
+
+// ---- 4. deadline ----
+
+TEST_F(DecideTest, SpentBudgetIsRefusedAtOnce) {
+  const std::vector<std::string> texts = {kAnalyticalText};
+  const edge::IntentPrediction confident = in_scope(0.99);
+  for (std::int64_t remaining : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{-60'000}}) {
+    RouteInput input = input_for(texts);
+    input.prediction = &confident;
+    input.remaining_ms = remaining;
+    const Decision decision = run(input);
+    expect_route(decision, "refuse", "deadline_exceeded");
+    EXPECT_EQ(decision.figures.value("remaining_ms", std::int64_t{1}), remaining);
+  }
+  const std::vector<std::string> simple = {kSimpleText};
+  RouteInput input = input_for(simple);
+  input.prediction = &confident;
+  input.remaining_ms = 1;
+  expect_route(run(input), "edge", "high_confidence");
+}
+
+// ---- 5. complexity ----
+
+TEST_F(DecideTest, ComplexTextGoesToTheLargeModelWhateverTheConfidence) {
+  const std::vector<std::string> texts = {kAnalyticalText};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  Decision decision = run(input);
+  expect_route(decision, "cloud-large", "complexity_high");
+  EXPECT_EQ(decision.figures.value("complexity", 0), 5);
+
+  input.prediction = nullptr;
+  expect_route(run(input), "cloud-large", "complexity_high");
+}
+
+TEST_F(DecideTest, ComplexityThresholdComesFromThePolicy) {
+  const auto never = policy_from("complexity: {cloud_large_at: 6}\n");
+  const std::vector<std::string> texts = {kAnalyticalText};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  expect_route(run(input, *never), "edge", "high_confidence");
+
+  const auto eager = policy_from("complexity: {cloud_large_at: 2}\n");
+  const std::vector<std::string> fairly_simple = {kFairlySimpleText};
+  RouteInput fairly = input_for(fairly_simple);
+  fairly.prediction = &confident;
+  expect_route(run(fairly, *eager), "cloud-large", "complexity_high");
+}
+
+// ---- 6. confidence bands ----
+
+TEST_F(DecideTest, ConfidenceBandsChooseTheRoute) {
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  struct Case {
+    double confidence;
+    std::string route, reason, fallback;
+  };
+  for (const Case& c : std::vector<Case>{{0.85, "edge", "high_confidence", ""},
+                                         {0.99, "edge", "high_confidence", ""},
+                                         {0.849, "cloud-small", "middle_band", "quality"},
+                                         {0.5, "cloud-small", "middle_band", "quality"},
+                                         {0.499, "cloud-large", "low_confidence", "quality"},
+                                         {0.0, "cloud-large", "low_confidence", "quality"}}) {
+    SCOPED_TRACE(c.confidence);
+    const edge::IntentPrediction prediction = in_scope(c.confidence);
+    input.prediction = &prediction;
+    const Decision decision = run(input);
+    expect_route(decision, c.route, c.reason, c.fallback);
+    EXPECT_EQ(decision.edge_engine, c.route == "edge" ? "intent" : "");
+    EXPECT_EQ(decision.intent, "opening_hours");
+    EXPECT_EQ(decision.confidence, c.confidence);
+    EXPECT_EQ(decision.figures.value("band_high", 0.0), 0.85);
+    EXPECT_EQ(decision.figures.value("band_low", 0.0), 0.5);
+  }
+}
+
+TEST_F(DecideTest, HighConfidenceWithoutACannedAnswerIsMiddleBand) {
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction prediction = in_scope(0.99, "opening_hours", "");
+  input.prediction = &prediction;
+  expect_route(run(input), "cloud-small", "middle_band", "quality");
+}
+
+TEST_F(DecideTest, OutOfScopeAndNoPrediction) {
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction oos = out_of_scope();
+  input.prediction = &oos;
+  expect_route(run(input), "cloud-small", "out_of_scope", "quality");
+
+  input.prediction = nullptr;
+  Decision decision = run(input);
+  expect_route(decision, "cloud-small", "default_pool");
+  EXPECT_FALSE(decision.figures.contains("band_high"));
+  input.default_pool = "cloud-large";
+  expect_route(run(input), "cloud-large", "default_pool");
+}
+
+TEST_F(DecideTest, BandRoutesComeFromThePolicy) {
+  const auto policy = policy_from(
+      "confidence:\n"
+      "  default_band: {high: 0.7, low: 0.6}\n"
+      "  middle_band_route: cloud-large\n"
+      "  low_band_route: cloud-small\n"
+      "  out_of_scope_route: human\n");
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction high = in_scope(0.7), middle = in_scope(0.65), low = in_scope(0.59);
+  const edge::IntentPrediction oos = out_of_scope();
+  input.prediction = &high;
+  expect_route(run(input, *policy), "edge", "high_confidence");
+  input.prediction = &middle;
+  expect_route(run(input, *policy), "cloud-large", "middle_band", "quality");
+  input.prediction = &low;
+  expect_route(run(input, *policy), "cloud-small", "low_confidence", "quality");
+  input.prediction = &oos;
+  expect_route(run(input, *policy), "human", "out_of_scope", "quality");
+}
+
+class DecideThresholdsFileTest : public DecideTest {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hengshi_decide_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(DecideThresholdsFileTest, PerIntentBandOverridesTheDefault) {
+  ThresholdsFile file;
+  file.version = "thr-decide-1";
+  file.default_band = Band{0.9, 0.5};
+  file.intents = {{"opening_hours", Band{0.6, 0.4}}};
+  file.task_intents = {{"chitchat/opening_hours", Band{kEdgeNever, 0.2}}};
+  const std::string path = (dir_ / "thresholds.json").string();
+  ASSERT_TRUE(write_thresholds_file(file, path).ok());
+  const auto policy = policy_from("", path);
+  ASSERT_NE(policy, nullptr);
+  EXPECT_NE(policy->version.find("+thr-decide-1"), std::string::npos) << policy->version;
+
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction hours = in_scope(0.7, "opening_hours");
+  const edge::IntentPrediction refund = in_scope(0.7, "refund");
+  input.prediction = &hours;
+  Decision decision = run(input, *policy);
+  expect_route(decision, "edge", "high_confidence");
+  EXPECT_EQ(decision.figures.value("band_high", 0.0), 0.6);
+
+  input.prediction = &refund;  // the default band of the file, not the built-in one
+  decision = run(input, *policy);
+  expect_route(decision, "cloud-small", "middle_band", "quality");
+  EXPECT_EQ(decision.figures.value("band_high", 0.0), 0.9);
+
+  // task/intent beats intent: this group never goes to the edge.
+  input.prediction = &hours;
+  input.task_type = "chitchat";
+  const edge::IntentPrediction certain = in_scope(1.0, "opening_hours");
+  input.prediction = &certain;
+  expect_route(run(input, *policy), "cloud-small", "middle_band", "quality");
+}
+
+// ---- 7. latency gate ----
+
+class DecideLatencyTest : public DecideTest {
+ protected:
+  void observe(const std::string& pool, double latency_ms, int samples = 100) {
+    for (int i = 0; i < samples; ++i) runtime_.observe_cloud_latency(pool, latency_ms, now_);
+  }
+};
+
+TEST_F(DecideLatencyTest, SlowCloudSendsAMiddleBandIntentAnswerToTheEdge) {
+  observe("cloud-small", 5000);
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.remaining_ms = 1000;
+  const edge::IntentPrediction middle = in_scope(0.7);
+  input.prediction = &middle;
+  const Decision decision = run(input);
+  expect_route(decision, "edge", "latency_pressure", "timeout");
+  EXPECT_EQ(decision.edge_engine, "intent");
+  EXPECT_EQ(decision.figures.value("edge_eta_ms", 0.0), 1.0);
+
+  // The same request with a budget the cloud fits stays in the middle band.
+  input.remaining_ms = 60'000;
+  expect_route(run(input), "cloud-small", "middle_band", "quality");
+
+  // Below low the intent answer is not good enough even under pressure.
+  const edge::IntentPrediction low = in_scope(0.3);
+  input.prediction = &low;
+  input.remaining_ms = 1000;
+  observe("cloud-large", 5000);
+  const Decision low_decision = run(input);
+  EXPECT_EQ(low_decision.route, "cloud-large");
+  EXPECT_EQ(low_decision.reason, "latency_pressure");
+}
+
+TEST_F(DecideLatencyTest, SlowCloudFallsBackToAFastEdgeLlm) {
+  observe("cloud-small", 5000);
+  observe("cloud-large", 5000);
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.remaining_ms = 1000;
+  input.llm_available = true;
+  // Priors: 200 ms + 128 tokens at 20 tokens/s = 6.6 s: does not fit.
+  Decision decision = run(input);
+  EXPECT_TRUE(decision.figures.value("nothing_fits", false)) << decision.figures.dump();
+  // Measured: about 50 ms + 128 tokens at ~1000 tokens/s.
+  for (int i = 0; i < 100; ++i) runtime_.observe_edge_llm(50, 100, 100);
+  decision = run(input);
+  expect_route(decision, "edge", "latency_pressure", "timeout");
+  EXPECT_EQ(decision.edge_engine, "llm");
+  EXPECT_LT(decision.figures.value("edge_eta_ms", 1e9), 1000);
+}
+
+TEST_F(DecideLatencyTest, SlowPoolFallsBackToTheOtherPoolWhenItFits) {
+  observe("cloud-small", 5000);
+  observe("cloud-large", 500);
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);  // no intent engine, no LLM: default pool cloud-small
+  input.remaining_ms = 1000;
+  const Decision decision = run(input);
+  expect_route(decision, "cloud-large", "latency_pressure", "timeout");
+  EXPECT_NEAR(decision.figures.value("p90_ms", 0.0), 500, 500 * 0.05);
+
+  // The other pool must be configured to be taken.
+  input.pools = {"cloud-small"};
+  const Decision only_small = run(input);
+  expect_route(only_small, "cloud-small", "latency_pressure");
+  EXPECT_TRUE(only_small.figures.value("nothing_fits", false));
+}
+
+TEST_F(DecideLatencyTest, NothingFitsKeepsTheChoice) {
+  observe("cloud-small", 5000);
+  observe("cloud-large", 5000);
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.remaining_ms = 1000;
+  const edge::IntentPrediction low = in_scope(0.2);
+  input.prediction = &low;
+  const Decision decision = run(input);
+  // The low-band choice stands, still a quality fallback; only the reason says why it is late.
+  expect_route(decision, "cloud-large", "latency_pressure", "quality");
+  EXPECT_TRUE(decision.figures.value("nothing_fits", false));
+  EXPECT_NEAR(decision.figures.value("p90_ms", 0.0), 5000, 5000 * 0.05);
+}
+
+TEST_F(DecideLatencyTest, PriorsApplyBeforeAnySample) {
+  // cloud-small's prior P90 is 1500 ms, cloud-large's 3000 ms.
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.remaining_ms = 1600;
+  Decision decision = run(input);
+  expect_route(decision, "cloud-small", "default_pool");
+  EXPECT_EQ(decision.figures.value("p90_ms", 0.0), 1500);
+  input.remaining_ms = 1400;
+  decision = run(input);
+  expect_route(decision, "cloud-small", "latency_pressure");
+  EXPECT_TRUE(decision.figures.value("nothing_fits", false));
+}
+
+TEST_F(DecideLatencyTest, OldSamplesLeaveTheWindow) {
+  observe("cloud-small", 5000);
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.remaining_ms = 2000;
+  expect_route(run(input), "cloud-small", "latency_pressure");
+  now_ += std::chrono::minutes(6);  // back to the 1500 ms prior
+  expect_route(run(input), "cloud-small", "default_pool");
+}
+
+// ---- sessions ----
+
+TEST_F(DecideTest, ComplexSessionCarriesASimpleTurnToTheLargeModel) {
+  const std::vector<std::string> complex = {kAnalyticalText};
+  RouteInput complex_input = input_for(complex);
+  complex_input.session_id = "s-1";
+  for (int turn = 1; turn <= 2; ++turn) {
+    const Decision decision = run(complex_input);
+    expect_route(decision, "cloud-large", "complexity_high");
+    EXPECT_EQ(decision.figures.value("session_cloud_calls", 0), turn);
+  }
+
+  // Scores 1 alone, but the session's recent turns average 5: it stays on cloud-large.
+  const std::vector<std::string> simple = {kSimpleText};
+  RouteInput input = input_for(simple);
+  input.session_id = "s-1";
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  const Decision decision = run(input);
+  expect_route(decision, "cloud-large", "session_sticky");
+  EXPECT_EQ(decision.figures.value("complexity", 0), 1);
+  EXPECT_DOUBLE_EQ(decision.figures.value("complexity_session_mean", 0.0), 5.0);
+  EXPECT_EQ(decision.figures.value("session_cloud_calls", 0), 3);
+
+  // Another session, or none, is not affected.
+  input.session_id = "s-2";
+  expect_route(run(input), "edge", "high_confidence");
+  input.session_id = "";
+  const Decision anonymous = run(input);
+  expect_route(anonymous, "edge", "high_confidence");
+  EXPECT_FALSE(anonymous.figures.contains("session_cloud_calls"));
+}
+
+TEST_F(DecideTest, SimpleTurnsSlideTheSessionBackToTheEdge) {
+  for (int i = 0; i < 2; ++i) runtime_.sessions().record("s-1", 5, "cloud-large", now_);
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.session_id = "s-1";
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  // Window [5, 5]: sticky. It records this turn's 1.
+  expect_route(run(input), "cloud-large", "session_sticky");
+  // Window [5, 5, 1]: mean 11/3 is below 4, so the next simple turn is free again.
+  const Decision decision = run(input);
+  expect_route(decision, "edge", "high_confidence");
+  EXPECT_NEAR(decision.figures.value("complexity_session_mean", 0.0), 11.0 / 3, 1e-9);
+  EXPECT_EQ(decision.figures.value("session_cloud_calls", 0), 3);  // this turn was not cloud
+}
+
+TEST_F(DecideTest, ComplexTurnInASimpleSessionIsStillComplex) {
+  for (int i = 0; i < 2; ++i) runtime_.sessions().record("s-1", 1, "edge", now_);
+  const std::vector<std::string> texts = {kAnalyticalText};
+  RouteInput input = input_for(texts);
+  input.session_id = "s-1";
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  const Decision decision = run(input);
+  expect_route(decision, "cloud-large", "complexity_high");
+  EXPECT_DOUBLE_EQ(decision.figures.value("complexity_session_mean", 0.0), 1.0);
+  EXPECT_EQ(decision.figures.value("session_cloud_calls", 0), 1);
+}
+
+TEST_F(DecideTest, StickySessionStillPassesTheLatencyGate) {
+  for (int i = 0; i < 2; ++i) runtime_.sessions().record("s-1", 5, "cloud-large", now_);
+  for (int i = 0; i < 100; ++i) runtime_.observe_cloud_latency("cloud-large", 5000, now_);
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  input.session_id = "s-1";
+  input.remaining_ms = 1000;
+  const edge::IntentPrediction middle = in_scope(0.7);
+  input.prediction = &middle;
+  const Decision decision = run(input);
+  expect_route(decision, "edge", "latency_pressure", "timeout");
+  EXPECT_EQ(decision.edge_engine, "intent");
+}
+
+TEST_F(DecideTest, SessionsOffInThePolicy) {
+  const auto policy = policy_from("sessions: {enabled: false}\n");
+  for (int i = 0; i < 2; ++i) runtime_.sessions().record("s-1", 5, "cloud-large", now_);
+  const std::vector<std::string> texts = {kFairlySimpleText};
+  RouteInput input = input_for(texts);
+  input.session_id = "s-1";
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  const Decision decision = run(input, *policy);
+  expect_route(decision, "edge", "high_confidence");
+  EXPECT_FALSE(decision.figures.contains("session_cloud_calls"));
+}
+
+TEST_F(DecideTest, ExpiredSessionIsForgotten) {
+  for (int i = 0; i < 2; ++i) runtime_.sessions().record("s-1", 5, "cloud-large", now_);
+  now_ += std::chrono::seconds(default_policy().sessions.ttl_s);
+  const std::vector<std::string> texts = {kFairlySimpleText};
+  RouteInput input = input_for(texts);
+  input.session_id = "s-1";
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  const Decision decision = run(input);
+  expect_route(decision, "edge", "high_confidence");
+  EXPECT_EQ(decision.figures.value("session_cloud_calls", -1), 0);
+}
+
+// ---- route_input ----
+
+TEST(RouteInputTest, ReadsTheRequest) {
+  ChatRequest request;
+  request.model = "auto";
+  request.messages.push_back({"system", "be brief"});
+  request.messages.push_back({"user", "first " + std::string(kMobile)});
+  request.messages.push_back({"assistant", "noted"});
+  request.messages.push_back({"user", kSimpleText});
+  request.hengshi.task_type = "faq";
+  request.hengshi.session_id = "s-9";
+  request.max_tokens = 64;
+  request.body = nlohmann::json{{"response_format", {{"type", "json_schema"}}},
+                                {"tools", nlohmann::json::array({{{"type", "function"}}})}};
+  const RouteInput input = route_input(request, 1234);
+  EXPECT_EQ(input.model, "auto");
+  ASSERT_EQ(input.texts.size(), 4u);
+  EXPECT_EQ(input.texts[1], request.messages[1].text);
+  EXPECT_EQ(input.last_user_text, kSimpleText);
+  EXPECT_EQ(input.turns, 4);
+  EXPECT_EQ(input.task_type, "faq");
+  EXPECT_EQ(input.session_id, "s-9");
+  EXPECT_EQ(input.remaining_ms, 1234);
+  EXPECT_EQ(input.requested_output_tokens, 64);
+  EXPECT_GT(input.input_tokens, 4 * 4);
+  EXPECT_TRUE(input.wants_structured_output);
+  EXPECT_TRUE(input.has_tools);
+
+  // The earlier message's PII is seen through route_input too.
+  RouterRuntime runtime(default_policy());
+  RouteInput routed = input;
+  routed.pools = {"cloud-small", "cloud-large"};
+  EXPECT_EQ(decide(routed, default_policy(), runtime).reason, "pii_pin");
+}
+
+}  // namespace
+}  // namespace hengshi::router
