@@ -1,5 +1,7 @@
 #include "router/calibrate.h"
 
+#include "core/json_lines.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -16,27 +18,6 @@ namespace {
 
 constexpr std::size_t kReportColumns = 100;  // the inherited-group list wraps at this width
 
-Error data_error(const std::string& path, std::size_t line, std::string_view why) {
-  std::string message = path;
-  if (line > 0) message += ":" + std::to_string(line);
-  message += ": ";
-  message += why;
-  return Error{"data_invalid", std::move(message)};
-}
-
-bool is_blank(std::string_view text) {
-  return text.find_first_not_of(" \t\r\n\v\f") == std::string_view::npos;
-}
-
-// Reads a string field that must be present and non-blank; returns why not, or "" when it is.
-std::string required_string(const nlohmann::json& row, std::string_view field, std::string& out) {
-  const auto it = row.find(field);
-  if (it == row.end()) return "missing field \"" + std::string(field) + "\"";
-  if (!it->is_string()) return "field \"" + std::string(field) + "\" is not a string";
-  out = it->get<std::string>();
-  if (is_blank(out)) return "field \"" + std::string(field) + "\" is empty";
-  return {};
-}
 
 // The key of a group in file.notes and in the printed report.
 std::string group_name(std::string_view kind, std::string_view key) {
@@ -218,33 +199,18 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
 }
 
 Result<std::vector<CalibrationRow>> read_calibration_rows(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return data_error(path, 0, "cannot open file");
   std::vector<CalibrationRow> rows;
-  std::string line;
-  std::size_t line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (is_blank(line)) continue;
-    const nlohmann::json json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded()) return data_error(path, line_number, "invalid JSON");
-    if (!json.is_object()) return data_error(path, line_number, "row is not a JSON object");
+  Status status = for_each_json_line(path, [&](const nlohmann::json& json, std::size_t) {
     CalibrationRow row;
-    if (std::string why = required_string(json, "text", row.text); !why.empty()) {
-      return data_error(path, line_number, why);
-    }
-    if (std::string why = required_string(json, "intent", row.intent); !why.empty()) {
-      return data_error(path, line_number, why);
-    }
+    if (std::string why = required_string(json, "text", row.text); !why.empty()) return why;
+    if (std::string why = required_string(json, "intent", row.intent); !why.empty()) return why;
     if (const auto it = json.find("task_type"); it != json.end() && !it->is_null()) {
-      if (std::string why = required_string(json, "task_type", row.task_type); !why.empty()) {
-        return data_error(path, line_number, why);
-      }
+      if (std::string why = required_string(json, "task_type", row.task_type); !why.empty()) return why;
     }
     rows.push_back(std::move(row));
-  }
-  if (in.bad()) return data_error(path, line_number, "read error");
-  if (rows.empty()) return data_error(path, 0, "file is empty (no JSON rows)");
+    return std::string();
+  });
+  if (!status) return status.error();
   return rows;
 }
 

@@ -9,9 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "edge/intent_dataset.h"
+
 namespace hengshi::router {
 
-inline constexpr std::string_view kOutOfScopeIntent = "__oos__";
+using edge::kOutOfScopeIntent;  // "__oos__", the label of out-of-scope rows
 inline constexpr double kMonotonicTolerance = 0.02;  // pass-rate dip tolerated between buckets
 inline constexpr int kFitBuckets = 10;               // equal-width buckets on [0, 1]
 

@@ -1,6 +1,8 @@
 #include "edge/intent_engine.h"
 
 #include <gtest/gtest.h>
+
+#include "support/child_process.h"
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,11 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() {
-  if (const char* env = std::getenv("HENGSHI_SOURCE_DIR"); env != nullptr && *env != '\0')
-    return env;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path();
-}
+fs::path source_dir() { return testing::source_path(""); }
 
 // One model trained on the small fixture for the whole suite; each test that tampers with a
 // model works on its own copy.

@@ -1,6 +1,8 @@
 #include "edge/intent_trainer.h"
 
 #include <gtest/gtest.h>
+
+#include "support/child_process.h"
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,11 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() {
-  if (const char* env = std::getenv("HENGSHI_SOURCE_DIR"); env != nullptr && *env != '\0')
-    return env;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path();
-}
+fs::path source_dir() { return testing::source_path(""); }
 
 fs::path fixture(const std::string& name) { return source_dir() / "tests/edge/fixtures" / name; }
 
