@@ -208,7 +208,17 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
   } else if (prediction->confidence >= band.high && intent_has_answer(prediction)) {
     set_edge(decision, "intent", "high_confidence");
   } else if (prediction->confidence >= band.low) {
-    set(decision, policy.confidence.middle_band_route, "middle_band", "quality");
+    if (policy.confidence.middle_band_route == "edge_verify" && intent_has_answer(prediction) &&
+        has_pool(input, "cloud-small")) {
+      // The edge's answer, pending a yes/no check by cloud-small (the server runs it).
+      set_edge(decision, "intent", "middle_band_verify");
+      figures["verify_pool"] = "cloud-small";
+    } else {
+      const std::string& target = policy.confidence.middle_band_route == "edge_verify"
+                                      ? std::string("cloud-small")
+                                      : policy.confidence.middle_band_route;
+      set(decision, target, "middle_band", "quality");
+    }
   } else {
     set(decision, policy.confidence.low_band_route, "low_confidence", "quality");
   }

@@ -12,7 +12,9 @@
 //                        last `window` scores average ≥ cloud_large_at stays there
 //                        (session_sticky), so its answers do not flip style turn by turn
 //   6. confidence        intent engine: out of scope → out_of_scope_route; ≥ high → edge
-//                        (high_confidence); ≥ low → middle_band_route (middle_band); else
+//                        (high_confidence); ≥ low → middle_band_route (middle_band), or with
+//                        edge_verify the edge answer pending a cloud yes/no check
+//                        (middle_band_verify); else
 //                        low_band_route (low_confidence). No intent engine → default pool.
 //   7. latency gate      when the chosen cloud pool's P90 does not fit the remaining budget:
 //                        an edge answer that fits (intent at ≥ low, or the LLM), or the other

@@ -117,7 +117,12 @@ void apply(const YAML::Node& root, Parsed& parsed, RouterPolicy& policy) {
     if (confidence["default_band"]) {
       parsed.default_band = read_band(confidence["default_band"], "confidence.default_band", parsed.default_band);
     }
-    read_route(confidence, "confidence", "middle_band_route", policy.confidence.middle_band_route);
+    read(confidence, "confidence", "middle_band_route", policy.confidence.middle_band_route);
+    const std::string& middle = policy.confidence.middle_band_route;
+    if (middle != "cloud-small" && middle != "cloud-large" && middle != "human" && middle != "edge_verify") {
+      throw FieldError{"confidence.middle_band_route",
+                       "must be cloud-small, cloud-large, human or edge_verify (got '" + middle + "')"};
+    }
     read_route(confidence, "confidence", "low_band_route", policy.confidence.low_band_route);
     read_route(confidence, "confidence", "out_of_scope_route", policy.confidence.out_of_scope_route);
   }

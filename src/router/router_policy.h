@@ -9,7 +9,8 @@
 //   sensitive:    [{name, keywords: [...], patterns: [...], target: human|cloud-large}]
 //   human_message: reply sent when a request is handed to a human
 //   capabilities: {<task_type>: {edge: yes|no|partial, max_input_tokens, max_output_tokens, condition}}
-//   confidence:   {default_band: {high, low}, middle_band_route, low_band_route, out_of_scope_route}
+//   confidence:   {default_band: {high, low}, middle_band_route (or edge_verify), low_band_route,
+//                  out_of_scope_route}
 //   complexity:   {cloud_large_at}
 //   latency:      {edge_intent_ms, edge_llm_ttft_ms, edge_llm_tokens_per_s, expected_output_tokens,
 //                  cloud_p90_prior_ms: {cloud-small, cloud-large}}
@@ -38,6 +39,8 @@ struct LatencyPolicy {
 };
 
 struct ConfidencePolicy {
+  // cloud-small | cloud-large | human | edge_verify: the edge's answer, served only when a
+  // cheap yes/no check on cloud-small agrees (else cloud-small answers, fallback quality)
   std::string middle_band_route = "cloud-small";
   std::string low_band_route = "cloud-large";
   std::string out_of_scope_route = "cloud-small";

@@ -37,6 +37,8 @@ void set_meta_headers(Message& message, const ResponseMeta& meta) {
   message.set("X-Hengshi-Cache", meta.cache);
 }
 
+}  // namespace
+
 double cost_of(const cloud::CloudPool& pool, const std::string& upstream, const cloud::Usage& usage) {
   for (const auto& member : pool.config().members) {
     if (member.name == upstream) {
@@ -46,8 +48,6 @@ double cost_of(const cloud::CloudPool& pool, const std::string& upstream, const 
   }
   return 0.0;
 }
-
-}  // namespace
 
 std::string new_request_id() {
   // Unique per process run and cheap: a random prefix drawn once plus a counter.
@@ -216,7 +216,7 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
     if (meta.decision.edge_engine == "llm") {
       co_await respond_edge_llm(exchange, request, meta, deadline);
     } else {
-      co_await respond_edge_intent(exchange, request, meta, prediction);
+      co_await respond_edge_intent(exchange, request, meta, prediction, deadline);
     }
     co_return;
   }
@@ -225,6 +225,11 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
     co_return;
   }
 
+  co_await respond_cloud(exchange, request, meta, deadline);
+}
+
+awaitable<void> ChatCompletions::respond_cloud(HttpExchange& exchange, ChatRequest& request,
+                                               ResponseMeta& meta, Deadline deadline) {
   auto pool_it = pools_.find(meta.decision.route);
   if (pool_it == pools_.end() || pool_it->second == nullptr) {
     co_await send_error(exchange,
@@ -244,7 +249,7 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
 awaitable<void> ChatCompletions::respond_json(HttpExchange& exchange, ChatRequest& request,
                                               ResponseMeta& meta, cloud::CloudPool& pool,
                                               Deadline deadline) {
-  meta.attempts = 1;
+  meta.attempts += 1;
   auto reply = co_await pool.complete(request.body, deadline, exchange.client_gone());
   if (!reply) {
     const auto& error = reply.error();
@@ -265,7 +270,8 @@ awaitable<void> ChatCompletions::respond_json(HttpExchange& exchange, ChatReques
   meta.upstream = reply->upstream;
   router_.runtime().observe_cloud_latency(pool.name(), static_cast<double>(reply->latency.count()) / 1000.0,
                                           std::chrono::steady_clock::now());
-  meta.cost = cost_of(pool, reply->upstream, reply->usage);
+  // A rejected edge answer's verification call is part of this request's bill.
+  meta.cost = cost_of(pool, reply->upstream, reply->usage) + meta.decision.figures.value("verify_cost", 0.0);
   ServerMetrics::count_tokens(pool.name(), reply->usage.prompt_tokens, reply->usage.completion_tokens,
                               *meta.cost);
 
@@ -286,7 +292,7 @@ awaitable<void> ChatCompletions::respond_json(HttpExchange& exchange, ChatReques
 awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequest& request,
                                                 ResponseMeta& meta, cloud::CloudPool& pool,
                                                 Deadline deadline) {
-  meta.attempts = 1;
+  meta.attempts += 1;
   bool started = false;
   bool client_ok = true;
   cloud::ChunkSink sink = [&](std::string_view chunk) -> awaitable<bool> {
@@ -331,7 +337,7 @@ awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequ
   meta.upstream = summary->upstream;
   router_.runtime().observe_cloud_latency(pool.name(), static_cast<double>(summary->latency.count()) / 1000.0,
                                           std::chrono::steady_clock::now());
-  meta.cost = cost_of(pool, summary->upstream, summary->usage);
+  meta.cost = cost_of(pool, summary->upstream, summary->usage) + meta.decision.figures.value("verify_cost", 0.0);
   meta.overhead_us =
       std::max<std::int64_t>(0, micros_since(exchange.received_at()) - summary->latency.count());
   ServerMetrics::count_tokens(pool.name(), summary->usage.prompt_tokens,

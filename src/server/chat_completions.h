@@ -37,7 +37,12 @@ class ChatCompletions {
                                  cloud::CloudPool& pool, Deadline deadline);
   // Edge answers (chat_completions_edge.cc).
   awaitable<void> respond_edge_intent(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
-                                      const edge::IntentPrediction& prediction);
+                                      const edge::IntentPrediction& prediction, Deadline deadline);
+  // middle_band_verify: asks cloud-small whether the edge's answer answers the question; true =
+  // serve it. Records the verdict, its cost and the attempt in `meta`.
+  awaitable<bool> verify_edge_answer(HttpExchange& exchange, const ChatRequest& request, ResponseMeta& meta,
+                                     const edge::IntentPrediction& prediction, cloud::CloudPool& pool,
+                                     Deadline deadline);
   awaitable<void> respond_edge_llm(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
                                    Deadline deadline);
   // Route human (hand-off message) or refuse (PII safe message, or 504 when the deadline passed).
@@ -51,6 +56,9 @@ class ChatCompletions {
   awaitable<bool> start_stream(HttpExchange& exchange, const ResponseMeta& meta);
   // Writes the final metadata chunk and [DONE] and ends the stream; false when the client left.
   awaitable<bool> finish_stream_with_meta(HttpExchange& exchange, const ResponseMeta& meta);
+  // Answers from a cloud pool, as JSON or SSE.
+  awaitable<void> respond_cloud(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
+                                Deadline deadline);
   awaitable<void> send_error(HttpExchange& exchange, const ApiError& error, const ResponseMeta* meta);
   void log_request(const HttpExchange& exchange, const ChatRequest& request, const ResponseMeta& meta,
                    const std::string& outcome, const cloud::Usage& usage, std::int64_t ttft_us);
@@ -68,5 +76,8 @@ Result<Ok, ApiError> apply_extension_headers(const http::request<http::string_bo
                                              HengshiExtension& extension);
 
 std::string new_request_id();
+
+// What `usage` cost on `upstream` of `pool`, at the member's configured prices.
+double cost_of(const cloud::CloudPool& pool, const std::string& upstream, const cloud::Usage& usage);
 
 }  // namespace hengshi::server

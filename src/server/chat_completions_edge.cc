@@ -50,19 +50,88 @@ std::string finish_reason_of(edge::FinishReason reason) {
 
 }  // namespace
 
+awaitable<bool> ChatCompletions::verify_edge_answer(HttpExchange& exchange, const ChatRequest& request,
+                                                    ResponseMeta& meta,
+                                                    const edge::IntentPrediction& prediction,
+                                                    cloud::CloudPool& pool, Deadline deadline) {
+  // A cheap judge: a few output tokens on the small model, never the full answer.
+  const std::string question = request.last_user_text();
+  json check = {{"model", "verify"},
+                {"max_tokens", 3},
+                {"temperature", 0},
+                {"messages",
+                 json::array({{{"role", "system"},
+                               {"content",
+                                "You check the answers of a customer-service FAQ bot. Reply with one "
+                                "word: yes if the proposed answer answers the user's question, no "
+                                "otherwise."}},
+                              {{"role", "user"},
+                               {"content", "Proposed answer: " + prediction.answer +
+                                               "\nDoes it answer this question? Reply yes or no.\nQuestion: " +
+                                               question}}})}};
+  meta.attempts += 1;
+  const auto started = Clock::now();
+  auto reply = co_await pool.complete(check, deadline, exchange.client_gone());
+  std::string verdict = "error";
+  if (reply) {
+    const json& choices = reply->body.value("choices", json::array());
+    std::string text;
+    if (!choices.empty() && choices[0].contains("message") && choices[0]["message"].value("content", json()).is_string()) {
+      text = choices[0]["message"]["content"].get<std::string>();
+    }
+    std::size_t start = text.find_first_not_of(" \t\r\n\"'");
+    std::string head = start == std::string::npos ? "" : text.substr(start, 3);
+    for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool yes = head == "yes" || text.compare(start == std::string::npos ? 0 : start, 3, "是") == 0;
+    verdict = yes ? "yes" : "no";
+    const double cost = cost_of(pool, reply->upstream, reply->usage);
+    meta.decision.figures["verify_cost"] = cost;
+    ServerMetrics::count_tokens(pool.name(), reply->usage.prompt_tokens, reply->usage.completion_tokens, cost);
+  }
+  meta.decision.figures["verify_verdict"] = verdict;
+  meta.decision.figures["verify_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+  ServerMetrics::count_verification(verdict);
+  co_return verdict == "yes";
+}
+
 awaitable<void> ChatCompletions::respond_edge_intent(HttpExchange& exchange, ChatRequest& request,
                                                      ResponseMeta& meta,
-                                                     const edge::IntentPrediction& prediction) {
+                                                     const edge::IntentPrediction& prediction,
+                                                     Deadline deadline) {
   if (!edge_.intent) {
     meta.overhead_us = 0;
     co_await send_error(exchange, edge_unavailable("intent model (edge.intent_model)"), &meta);
     log_request(exchange, request, meta, "edge_unavailable", {}, 0);
     co_return;
   }
+  if (meta.decision.reason == "middle_band_verify") {
+    auto pool = pools_.find("cloud-small");
+    bool accepted = false;
+    if (pool != pools_.end() && pool->second != nullptr) {
+      accepted = co_await verify_edge_answer(exchange, request, meta, prediction, *pool->second, deadline);
+    }
+    if (exchange.client_gone().cancelled()) {
+      ServerMetrics::count_disconnect("waiting_upstream");
+      exchange.force_close();
+      log_request(exchange, request, meta, "client_closed", {}, 0);
+      co_return;
+    }
+    if (!accepted) {
+      // Not confirmed: the small cloud model answers instead; the edge was not good enough.
+      meta.decision.route = "cloud-small";
+      meta.decision.edge_engine.clear();
+      meta.decision.reason = "middle_band_rejected";
+      meta.decision.fallback_type = "quality";
+      co_await respond_cloud(exchange, request, meta, deadline);
+      co_return;
+    }
+    meta.decision.reason = "middle_band_verified";
+  }
   const auto started = Clock::now();
-  meta.attempts = 1;
+  const double verify_cost = meta.decision.figures.value("verify_cost", 0.0);
+  meta.attempts += 1;
   meta.model = edge_.intent_model_id();
-  meta.cost = 0.0;
+  meta.cost = verify_cost;
   cloud::Usage usage{prompt_token_estimate(request), router::approx_token_count(prediction.answer)};
   meta.overhead_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() -
                                                                            exchange.received_at())
@@ -82,7 +151,7 @@ awaitable<void> ChatCompletions::respond_edge_llm(HttpExchange& exchange, ChatRe
     log_request(exchange, request, meta, "edge_unavailable", {}, 0);
     co_return;
   }
-  meta.attempts = 1;
+  meta.attempts += 1;
   meta.model = edge_.llm_model_id();
   meta.cost = 0.0;
 

@@ -57,6 +57,13 @@ void ServerMetrics::observe_edge(const std::string& engine, const std::string& o
       .observe(seconds);
 }
 
+void ServerMetrics::count_verification(const std::string& verdict) {
+  Registry::global()
+      .counter("hengshi_edge_verifications_total", "Cloud yes/no checks of middle-band edge answers",
+               {{"verdict", verdict}})
+      .inc();
+}
+
 obs::Gauge& ServerMetrics::in_flight() {
   static obs::Gauge& gauge =
       Registry::global().gauge("hengshi_http_in_flight_requests", "Requests being handled now");

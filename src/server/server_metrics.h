@@ -23,6 +23,8 @@ struct ServerMetrics {
   static void count_tokens(const std::string& pool, long prompt, long completion, double cost);
   // hengshi_edge_requests_total{engine, outcome} and hengshi_edge_seconds{engine}: edge answers
   static void observe_edge(const std::string& engine, const std::string& outcome, double seconds);
+  // hengshi_edge_verifications_total{verdict}: yes | no | error (middle_band_verify)
+  static void count_verification(const std::string& verdict);
   static obs::Gauge& in_flight();
 };
 

@@ -66,9 +66,10 @@ class GatewayEdgeTest : public GatewayFixture {
   void SetUp() override { ASSERT_TRUE(train_ok_) << *train_output_; }
 
   // Serves the demo model; the router's default band is {high, low}.
-  void start_with_intent(double high = 0.5, double low = 0.3) {
+  void start_with_intent(double high = 0.5, double low = 0.3, const std::string& middle_band_route = "cloud-small") {
     policy_path_ = temp_path("policy.yaml");
-    std::ofstream(policy_path_) << "confidence:\n  default_band: {high: " << high << ", low: " << low << "}\n";
+    std::ofstream(policy_path_) << "confidence:\n  default_band: {high: " << high << ", low: " << low
+                                << "}\n  middle_band_route: " << middle_band_route << "\n";
     GatewayOptions options;
     options.extra_yaml = "edge:\n  intent_model: " + *model_dir_ + "\nrouting:\n  policy_file: " + policy_path_ + "\n";
     start(options);
@@ -161,6 +162,31 @@ TEST_F(GatewayEdgeTest, MiddleBandGoesToCloudSmall) {
   EXPECT_EQ(meta["intent"], "order_status");
   EXPECT_EQ(meta["figures"]["band_high"].get<double>(), 1.0);
   EXPECT_EQ(sim_requests(*small_), 1);
+}
+
+TEST_F(GatewayEdgeTest, MiddleBandEdgeAnswerIsServedOnlyWhenTheCloudCheckAgrees) {
+  start_with_intent(/*high=*/1.0, /*low=*/0.0, "edge_verify");
+  // The sim plays the judge: [[sim:reply=...]] in the question makes it answer exactly that.
+  auto agreed = chat(user_message("auto", "我的订单到哪了 [[sim:reply=yes]]"));
+  ASSERT_EQ(agreed.status, 200) << agreed.body;
+  json meta = agreed.json()["hengshi"];
+  EXPECT_EQ(meta["route"], "edge") << meta.dump();
+  EXPECT_EQ(meta["reason"], "middle_band_verified");
+  EXPECT_EQ(meta["attempts"], 2);
+  EXPECT_EQ(meta["figures"]["verify_verdict"], "yes");
+  EXPECT_GT(meta["cost"].get<double>(), 0.0);  // the check is billed
+  EXPECT_EQ(agreed.json()["choices"][0]["message"]["content"], demo_answer("order_status"));
+  EXPECT_EQ(sim_requests(*small_), 1);
+
+  auto refused = chat(user_message("auto", "我的订单到哪了 [[sim:reply=no]]"));
+  ASSERT_EQ(refused.status, 200) << refused.body;
+  meta = refused.json()["hengshi"];
+  EXPECT_EQ(meta["route"], "cloud-small") << meta.dump();
+  EXPECT_EQ(meta["reason"], "middle_band_rejected");
+  EXPECT_EQ(meta["fallback_type"], "quality");
+  EXPECT_EQ(meta["attempts"], 2);
+  EXPECT_EQ(meta["figures"]["verify_verdict"], "no");
+  EXPECT_EQ(sim_requests(*small_), 3);  // the check, then the answer
 }
 
 TEST_F(GatewayEdgeTest, LowConfidenceGoesToCloudLarge) {

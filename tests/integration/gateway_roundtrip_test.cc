@@ -109,6 +109,10 @@ TEST_F(GatewayRoundTripTest, ServiceEndpoints) {
   EXPECT_NE(ids.find("cloud-large"), std::string::npos);
 
   ASSERT_EQ(chat(user_message("cloud-small", "count me")).status, 200);
+  // The request is counted just after its response is written: wait for the count, not a sleep.
+  const std::string counted =
+      "hengshi_http_requests_total{route=\"/v1/chat/completions\",method=\"POST\",status=\"200\"} 1";
+  EXPECT_TRUE(wait_until([&] { return get("/metrics").body.find(counted) != std::string::npos; }));
   auto metrics = get("/metrics");
   ASSERT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.header("content-type").find("text/plain"), std::string::npos);

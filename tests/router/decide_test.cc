@@ -742,6 +742,27 @@ TEST_F(DecideTest, BandRoutesComeFromThePolicy) {
   expect_route(run(input, *policy), "human", "out_of_scope", "quality");
 }
 
+TEST_F(DecideTest, EdgeVerifyServesTheMiddleBandFromTheEdgePendingACloudCheck) {
+  const auto policy = policy_from(
+      "confidence:\n"
+      "  default_band: {high: 0.7, low: 0.6}\n"
+      "  middle_band_route: edge_verify\n");
+  const std::vector<std::string> texts = {kSimpleText};
+  RouteInput input = input_for(texts);
+  const edge::IntentPrediction middle = in_scope(0.65), high = in_scope(0.9);
+  input.prediction = &middle;
+  Decision decision = run(input, *policy);
+  expect_route(decision, "edge", "middle_band_verify");
+  EXPECT_EQ(decision.edge_engine, "intent");
+  EXPECT_EQ(decision.figures["verify_pool"], "cloud-small");
+  input.prediction = &high;
+  expect_route(run(input, *policy), "edge", "high_confidence");  // no check above the band
+  input.prediction = &middle;
+  input.pools = {"cloud-large"};  // no judge configured: the middle band goes to the cloud
+  expect_route(run(input, *policy), "cloud-small", "middle_band", "quality");
+  EXPECT_FALSE(parse_router_policy("confidence: {middle_band_route: edge_check}\n", "p.yaml", "").ok());
+}
+
 class DecideThresholdsFileTest : public DecideTest {
  protected:
   void SetUp() override {

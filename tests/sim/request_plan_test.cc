@@ -110,6 +110,8 @@ TEST(RequestPlanTest, ParseMarkers) {
   EXPECT_FALSE(parse_markers("[[sim:slow=abc]]").slow_ms);
   EXPECT_FALSE(parse_markers("[[sim:slow=-3]]").slow_ms);
   EXPECT_FALSE(parse_markers("[[sim:unknown]] [[sim:hang").forced_outcome);
+  EXPECT_EQ(parse_markers("is it right? [[sim:reply=yes]]").reply, "yes");
+  EXPECT_FALSE(parse_markers("plain").reply);
 }
 
 }  // namespace

@@ -55,6 +55,11 @@ Completion make_completion(std::string_view sim_name, const ChatRequest& request
   for (const auto& message : request.messages) {
     completion.prompt_tokens += count_words(message.text);
   }
+  if (plan.reply) {
+    completion.words = {*plan.reply};  // a forced answer is returned verbatim, as one word
+    completion.finish_reason = "stop";
+    return completion;
+  }
   completion.words = completion_words(sim_name, request.model, request.last_user_text(), tokens);
   return completion;
 }

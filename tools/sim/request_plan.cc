@@ -53,6 +53,8 @@ Markers parse_markers(std::string_view text) {
     pos = end + kMarkerClose.size();
     if (auto outcome = outcome_marker(body)) {
       markers.forced_outcome = outcome;
+    } else if (body.substr(0, 6) == "reply=") {
+      markers.reply = std::string(body.substr(6));
     } else if (body.substr(0, 5) == "slow=") {
       std::string_view digits = body.substr(5);
       std::int64_t ms = 0;
@@ -102,6 +104,7 @@ RequestPlan plan_request(const Behaviour& behaviour, std::uint64_t seed,
   plan.output_tokens = tokens;
   plan.disconnect_after_chunks = behaviour.disconnect_after_chunks;
   plan.retry_after_s = behaviour.retry_after_s;
+  plan.reply = markers.reply;
   return plan;
 }
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "sim/profile.h"
@@ -25,6 +26,7 @@ const char* outcome_name(Outcome outcome);
 struct Markers {
   std::optional<Outcome> forced_outcome;
   std::optional<std::int64_t> slow_ms;
+  std::optional<std::string> reply;  // [[sim:reply=TEXT]]: answer exactly TEXT (a verdict, say)
 };
 
 // Finds the markers in a message; unknown [[sim:...]] markers are ignored.
@@ -39,6 +41,7 @@ struct RequestPlan {
   std::int64_t output_tokens = 1;      // completion length (words), before max_tokens
   std::int64_t disconnect_after_chunks = 0;
   std::int64_t retry_after_s = 0;
+  std::optional<std::string> reply;  // fixed answer text instead of the generated words
 
   bool operator==(const RequestPlan&) const = default;
 };
