@@ -2,16 +2,18 @@
 // hengshi-sim, exactly as an app would (only baseURL changes).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 
 const binDir = process.env.HENGSHI_BIN_DIR;
 if (!binDir) throw new Error('HENGSHI_BIN_DIR must point at the build folder');
 
 const children = [];
+const sourceDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 // Starts a binary and resolves with its base URL once it prints "listening on http://...".
 function startListening(path, args) {
@@ -40,10 +42,16 @@ before(async () => {
   const simUrl = await startListening(join(binDir, 'tools/sim/hengshi-sim'),
     ['--listen', '127.0.0.1:0', '--name', 'sdk-sim', '--seed', '7']);
   const dir = mkdtempSync(join(tmpdir(), 'hengshi-sdk-'));
+  // The shipped demo FAQ, trained by the real CLI, so the SDK also meets edge answers.
+  const trained = spawnSync(join(binDir, 'src/cli/hengshi'),
+    ['train', '--data', join(sourceDir, 'data/demo_faq.jsonl'), '--out', join(dir, 'model'), '--search-budget', '0'],
+    { encoding: 'utf8', timeout: 120000 });
+  assert.equal(trained.status, 0, `hengshi train failed: ${trained.stdout}${trained.stderr}`);
   const config = join(dir, 'gateway.yaml');
   writeFileSync(config, [
     'server: {listen: "127.0.0.1:0", threads: 1}',
     'log: {requests: ""}',
+    'edge: {intent_model: "' + join(dir, 'model') + '"}',
     'pools:',
     '  cloud-small: {members: [{name: s1, base_url: "' + simUrl + '/v1", model: sim-small}]}',
     '  cloud-large: {members: [{name: l1, base_url: "' + simUrl + '/v1", model: sim-large}]}',
@@ -128,4 +136,52 @@ test('an upstream failure mid-request reaches the SDK as an APIError, not a hang
       return true;
     },
   );
+});
+
+test('an edge answer reads like any other completion', async () => {
+  const completion = await client.chat.completions.create({
+    model: 'auto',
+    messages: [{ role: 'user', content: '我的订单到哪了' }],
+  });
+  assert.equal(completion.object, 'chat.completion');
+  assert.equal(completion.choices[0].message.role, 'assistant');
+  assert.match(completion.choices[0].message.content, /我的订单/);
+  assert.equal(completion.choices[0].finish_reason, 'stop');
+  assert.ok(completion.usage.prompt_tokens > 0);
+  assert.equal(completion.hengshi.route, 'edge');
+  assert.equal(completion.hengshi.reason, 'high_confidence');
+  assert.equal(completion.hengshi.intent, 'order_status');
+  assert.match(completion.hengshi.model, /^intent:/);
+});
+
+test('an edge answer streams through the SDK with usage and the metadata chunk', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'auto',
+    messages: [{ role: 'user', content: 'I want a refund' }],
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = '';
+  let usage = null;
+  let meta = null;
+  for await (const chunk of stream) {
+    for (const choice of chunk.choices) text += choice.delta?.content ?? '';
+    if (chunk.usage) usage = chunk.usage;
+    if (chunk.hengshi) meta = chunk.hengshi;
+  }
+  assert.match(text, /退款|refund/i);
+  assert.ok(usage && usage.completion_tokens > 0);
+  assert.equal(meta.route, 'edge');
+  assert.equal(meta.intent, 'refund_request');
+});
+
+test('a request with PII is answered without any cloud call', async () => {
+  const completion = await client.chat.completions.create({
+    model: 'cloud-large',
+    messages: [{ role: 'user', content: 'my phone is 13812345678, change my address' }],
+  });
+  assert.equal(completion.hengshi.reason, 'pii_pin');
+  assert.notEqual(completion.hengshi.route, 'cloud-large');
+  assert.notEqual(completion.hengshi.route, 'cloud-small');
+  assert.equal(completion.hengshi.upstream, null);
 });
