@@ -227,57 +227,59 @@ class UpstreamCall {
   awaitable<Result<UpstreamReply, UpstreamError>> complete(const json& request) {
     if (auto refused = refuse()) co_return finish(std::move(*refused));
     body_ = upstream_body(request, client_.config_.model, /*stream=*/false);
-    for (int attempt = 0;; ++attempt) {
-      auto acquired = co_await acquire(/*fresh=*/attempt > 0);
-      if (!acquired) co_return finish(acquired.error());
-      std::unique_ptr<Connection> connection = std::move(acquired).value();
-      bool retry_fresh = false;
-      // Not a conditional expression: g++ 12 mishandles temporaries of co_await inside ?:.
-      std::optional<Result<UpstreamReply, UpstreamError>> result;
-      if (connection->secure) {
-        result.emplace(co_await exchange_json(*connection->secure, *connection, retry_fresh));
-      } else {
-        result.emplace(co_await exchange_json(*connection->plain, *connection, retry_fresh));
-      }
-      settle(std::move(connection));
-      if (!*result && retry_fresh && attempt == 0) continue;
-      if (!*result) co_return finish(result->error());
-      UpstreamReply& reply = result->value();
-      reply.latency = elapsed();
-      client_.record_latency(reply.latency);
-      client_.metrics_.succeeded(reply.latency);
-      co_return std::move(reply);
-    }
+    auto exchange = [this](auto& stream, Connection& connection, bool& retry_fresh) {
+      return exchange_json(stream, connection, retry_fresh);
+    };
+    auto result = co_await on_connection<UpstreamReply>(exchange);
+    if (!result) co_return finish(result.error());
+    UpstreamReply& reply = result.value();
+    reply.latency = elapsed();
+    client_.record_latency(reply.latency);
+    client_.metrics_.succeeded(reply.latency);
+    co_return std::move(reply);
   }
 
   awaitable<Result<StreamSummary, UpstreamError>> stream(const json& request, ChunkSink& sink) {
     if (auto refused = refuse()) co_return finish(std::move(*refused));
     body_ = upstream_body(request, client_.config_.model, /*stream=*/true);
     caller_wants_usage_ = caller_wants_usage(request);
-    for (int attempt = 0;; ++attempt) {
-      auto acquired = co_await acquire(/*fresh=*/attempt > 0);
-      if (!acquired) co_return finish(acquired.error());
-      std::unique_ptr<Connection> connection = std::move(acquired).value();
-      bool retry_fresh = false;
-      std::optional<Result<StreamSummary, UpstreamError>> result;
-      if (connection->secure) {
-        result.emplace(co_await exchange_sse(*connection->secure, *connection, sink, retry_fresh));
-      } else {
-        result.emplace(co_await exchange_sse(*connection->plain, *connection, sink, retry_fresh));
-      }
-      settle(std::move(connection));
-      if (!*result && retry_fresh && attempt == 0) continue;
-      if (!*result) co_return finish(result->error());
-      StreamSummary& summary = result->value();
-      summary.latency = elapsed();
-      client_.record_latency(summary.ttft);
-      client_.metrics_.first_chunk(summary.ttft);
-      client_.metrics_.succeeded(summary.latency);
-      co_return std::move(summary);
-    }
+    auto exchange = [this, &sink](auto& stream, Connection& connection, bool& retry_fresh) {
+      return exchange_sse(stream, connection, sink, retry_fresh);
+    };
+    auto result = co_await on_connection<StreamSummary>(exchange);
+    if (!result) co_return finish(result.error());
+    StreamSummary& summary = result.value();
+    summary.latency = elapsed();
+    client_.record_latency(summary.ttft);
+    client_.metrics_.first_chunk(summary.ttft);
+    client_.metrics_.succeeded(summary.latency);
+    co_return std::move(summary);
   }
 
  private:
+  // Runs `exchange` (a callable returning the exchange coroutine for a TLS or a plain stream) on a
+  // pooled connection, and once more on a fresh one when a reused connection turned out stale
+  // before any byte was sent.
+  template <typename Reply, typename Exchange>
+  awaitable<Result<Reply, UpstreamError>> on_connection(Exchange exchange) {
+    for (int attempt = 0;; ++attempt) {
+      auto acquired = co_await acquire(/*fresh=*/attempt > 0);
+      if (!acquired) co_return acquired.error();
+      std::unique_ptr<Connection> connection = std::move(acquired).value();
+      bool retry_fresh = false;
+      // Not a conditional expression: g++ 12 mishandles temporaries of co_await inside ?:.
+      std::optional<Result<Reply, UpstreamError>> result;
+      if (connection->secure) {
+        result.emplace(co_await exchange(*connection->secure, *connection, retry_fresh));
+      } else {
+        result.emplace(co_await exchange(*connection->plain, *connection, retry_fresh));
+      }
+      settle(std::move(connection));
+      if (!*result && retry_fresh && attempt == 0) continue;
+      co_return std::move(*result);
+    }
+  }
+
   std::chrono::microseconds elapsed() const {
     return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_);
   }
