@@ -253,4 +253,10 @@ int complexity_score(const ComplexityFeatures& features) {
   return 1 + thresholds_reached(points, kScoreThresholds);
 }
 
+int approx_prompt_tokens(const std::vector<ChatMessage>& messages) {
+  int tokens = 0;
+  for (const auto& message : messages) tokens += approx_token_count(message.text) + 4;
+  return tokens;
+}
+
 }  // namespace hengshi::router

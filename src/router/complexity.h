@@ -4,6 +4,8 @@
 // Pure functions; safe to call from many threads at once.
 #pragma once
 
+#include "core/chat_request.h"
+
 #include <string_view>
 
 namespace hengshi::router {
@@ -33,5 +35,8 @@ int complexity_score(const ComplexityFeatures& features);
 // Cheap token estimate: a CJK character (Han, kana, Hangul, CJK and full-width punctuation)
 // ≈ 1 token; all other text ≈ 4 bytes per token, rounded up.
 int approx_token_count(std::string_view utf8_text);
+
+// A conversation's prompt tokens: each message's text plus its role and framing tokens.
+int approx_prompt_tokens(const std::vector<ChatMessage>& messages);
 
 }  // namespace hengshi::router

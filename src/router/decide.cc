@@ -39,11 +39,7 @@ RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms) {
   RouteInput input;
   input.model = request.model;
   input.texts.reserve(request.messages.size());
-  int tokens = 0;
-  for (const auto& message : request.messages) {
-    input.texts.emplace_back(message.text);
-    tokens += approx_token_count(message.text) + 4;  // + role and framing tokens
-  }
+  for (const auto& message : request.messages) input.texts.emplace_back(message.text);
   // last_user_text() returns by value; find the message itself so the view stays valid.
   for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it) {
     if (it->role == "user") {
@@ -55,7 +51,7 @@ RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms) {
   input.task_type = request.hengshi.task_type;
   input.session_id = request.hengshi.session_id;
   input.remaining_ms = remaining_ms;
-  input.input_tokens = tokens;
+  input.input_tokens = approx_prompt_tokens(request.messages);
   input.requested_output_tokens =
       request.max_tokens ? static_cast<int>(std::min<std::int64_t>(*request.max_tokens, 1 << 30)) : 0;
   if (auto it = request.body.find("response_format"); it != request.body.end() && it->is_object()) {
@@ -113,8 +109,7 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
   figures["complexity"] = complexity;
   auto record_session = [&](int score) {
     if (!policy.sessions.enabled || input.session_id.empty()) return;
-    runtime.sessions().record(input.session_id, score, decision.route, now);
-    figures["session_cloud_calls"] = runtime.sessions().view(input.session_id, now).cloud_calls;
+    figures["session_cloud_calls"] = runtime.sessions().record(input.session_id, score, decision.route, now);
   };
 
   // 1. Hard constraints. PII: every message, because history goes upstream too.
@@ -208,16 +203,14 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
   } else if (prediction->confidence >= band.high && intent_has_answer(prediction)) {
     set_edge(decision, "intent", "high_confidence");
   } else if (prediction->confidence >= band.low) {
-    if (policy.confidence.middle_band_route == "edge_verify" && intent_has_answer(prediction) &&
-        has_pool(input, "cloud-small")) {
+    const bool verify = policy.confidence.middle_band_route == "edge_verify";
+    if (verify && intent_has_answer(prediction) && has_pool(input, "cloud-small")) {
       // The edge's answer, pending a yes/no check by cloud-small (the server runs it).
       set_edge(decision, "intent", "middle_band_verify");
       figures["verify_pool"] = "cloud-small";
     } else {
-      const std::string& target = policy.confidence.middle_band_route == "edge_verify"
-                                      ? std::string("cloud-small")
-                                      : policy.confidence.middle_band_route;
-      set(decision, target, "middle_band", "quality");
+      // Without an answer or a judge to check it, edge_verify falls back to cloud-small.
+      set(decision, verify ? "cloud-small" : policy.confidence.middle_band_route, "middle_band", "quality");
     }
   } else {
     set(decision, policy.confidence.low_band_route, "low_confidence", "quality");

@@ -22,11 +22,15 @@ constexpr const char* kDefaultSafeMessage =
 constexpr const char* kDefaultHumanMessage =
     "正在为您转接人工客服，请稍候。Connecting you to a human agent, please hold on.";
 
-void read_route(const YAML::Node& node, const std::string& path, const std::string& key, std::string& out) {
+// Reads a band's route: cloud-small, cloud-large or human, plus `extra` where that band allows it.
+void read_route(const YAML::Node& node, const std::string& path, const std::string& key, std::string& out,
+                const std::string& extra = "") {
   read(node, path, key, out);
-  if (node[key] && out != "cloud-small" && out != "cloud-large" && out != "human") {
-    throw FieldError{path + "." + key, "must be cloud-small, cloud-large or human (got '" + out + "')"};
-  }
+  if (!node[key] || out == "cloud-small" || out == "cloud-large" || out == "human") return;
+  if (!extra.empty() && out == extra) return;
+  const std::string allowed = extra.empty() ? "cloud-small, cloud-large or human"
+                                            : "cloud-small, cloud-large, human or " + extra;
+  throw FieldError{path + "." + key, "must be " + allowed + " (got '" + out + "')"};
 }
 
 std::vector<std::string> string_list(const YAML::Node& node, const std::string& field) {
@@ -117,12 +121,8 @@ void apply(const YAML::Node& root, Parsed& parsed, RouterPolicy& policy) {
     if (confidence["default_band"]) {
       parsed.default_band = read_band(confidence["default_band"], "confidence.default_band", parsed.default_band);
     }
-    read(confidence, "confidence", "middle_band_route", policy.confidence.middle_band_route);
-    const std::string& middle = policy.confidence.middle_band_route;
-    if (middle != "cloud-small" && middle != "cloud-large" && middle != "human" && middle != "edge_verify") {
-      throw FieldError{"confidence.middle_band_route",
-                       "must be cloud-small, cloud-large, human or edge_verify (got '" + middle + "')"};
-    }
+    read_route(confidence, "confidence", "middle_band_route", policy.confidence.middle_band_route,
+               "edge_verify");
     read_route(confidence, "confidence", "low_band_route", policy.confidence.low_band_route);
     read_route(confidence, "confidence", "out_of_scope_route", policy.confidence.out_of_scope_route);
   }

@@ -50,9 +50,9 @@ SessionView SessionTracker::view(std::string_view session_id,
                      true};
 }
 
-void SessionTracker::record(std::string_view session_id, int complexity, std::string_view route,
-                            std::chrono::steady_clock::time_point now) {
-  if (session_id.empty()) return;
+int SessionTracker::record(std::string_view session_id, int complexity, std::string_view route,
+                           std::chrono::steady_clock::time_point now) {
+  if (session_id.empty()) return 0;
   Shard& shard = shard_for(session_id);
   std::lock_guard lock(shard.mutex);
   drop_expired_tail(shard, now);
@@ -82,6 +82,7 @@ void SessionTracker::record(std::string_view session_id, int complexity, std::st
   entry.turns += 1;
   if (route.starts_with("cloud")) entry.cloud_calls += 1;
   entry.last_seen = std::max(entry.last_seen, now);
+  return entry.cloud_calls;
 }
 
 std::size_t SessionTracker::size() const {

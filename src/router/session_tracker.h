@@ -42,9 +42,10 @@ class SessionTracker {
 
   // Records one turn: appends `complexity` (keeping the last `window`), sets last_route,
   // turns += 1, cloud_calls += 1 when `route` starts with "cloud". An expired entry starts over.
-  // Empty session ids are ignored (nothing to remember them by).
-  void record(std::string_view session_id, int complexity, std::string_view route,
-              std::chrono::steady_clock::time_point now);
+  // Empty session ids are ignored (nothing to remember them by). Returns the session's
+  // cloud_calls after this turn (0 for an ignored id), so a caller need not look it up again.
+  int record(std::string_view session_id, int complexity, std::string_view route,
+             std::chrono::steady_clock::time_point now);
 
   // Entries held, expired ones not yet dropped included.
   std::size_t size() const;

@@ -17,10 +17,17 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::int64_t prompt_token_estimate(const ChatRequest& request) {
-  std::int64_t tokens = 0;
-  for (const auto& message : request.messages) tokens += router::approx_token_count(message.text) + 4;
-  return tokens;
+// The judge's verdict: its answer starts with "yes" (any case) or 是, past quotes and spaces.
+bool says_yes(std::string_view text) {
+  const std::size_t start = text.find_first_not_of(" \t\r\n\"'");
+  if (start == std::string_view::npos) return false;
+  text.remove_prefix(start);
+  if (text.starts_with("是")) return true;
+  if (text.size() < 3) return false;
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (std::tolower(static_cast<unsigned char>(text[i])) != "yes"[i]) return false;
+  }
+  return true;
 }
 
 ApiError edge_unavailable(const std::string& what) {
@@ -79,11 +86,7 @@ awaitable<bool> ChatCompletions::verify_edge_answer(HttpExchange& exchange, cons
     if (!choices.empty() && choices[0].contains("message") && choices[0]["message"].value("content", json()).is_string()) {
       text = choices[0]["message"]["content"].get<std::string>();
     }
-    std::size_t start = text.find_first_not_of(" \t\r\n\"'");
-    std::string head = start == std::string::npos ? "" : text.substr(start, 3);
-    for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const bool yes = head == "yes" || text.compare(start == std::string::npos ? 0 : start, 3, "是") == 0;
-    verdict = yes ? "yes" : "no";
+    verdict = says_yes(text) ? "yes" : "no";
     const double cost = cost_of(pool, reply->upstream, reply->usage);
     meta.decision.figures["verify_cost"] = cost;
     ServerMetrics::count_tokens(pool.name(), reply->usage.prompt_tokens, reply->usage.completion_tokens, cost);
@@ -132,7 +135,7 @@ awaitable<void> ChatCompletions::respond_edge_intent(HttpExchange& exchange, Cha
   meta.attempts += 1;
   meta.model = edge_.intent_model_id();
   meta.cost = verify_cost;
-  cloud::Usage usage{prompt_token_estimate(request), router::approx_token_count(prediction.answer)};
+  cloud::Usage usage{router::approx_prompt_tokens(request.messages), router::approx_token_count(prediction.answer)};
   meta.overhead_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() -
                                                                            exchange.received_at())
                          .count();
