@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/json_text.h"
+
 namespace hengshi {
 
 nlohmann::json ApiError::to_json() const {
@@ -9,6 +11,8 @@ nlohmann::json ApiError::to_json() const {
   error["param"] = param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param);
   return {{"error", std::move(error)}};
 }
+
+std::string ApiError::body() const { return dump_text(to_json()); }
 
 ApiError ApiError::invalid_request(std::string code, std::string message, std::string param) {
   return {400, "invalid_request_error", std::move(code), std::move(message), std::move(param)};
@@ -36,6 +40,9 @@ ApiError ApiError::unavailable(std::string code, std::string message) {
 }
 ApiError ApiError::internal(std::string message) {
   return {500, "internal_error", "internal_error", std::move(message), {}};
+}
+ApiError ApiError::too_many_requests(std::string code, std::string message) {
+  return {429, "rate_limit_error", std::move(code), std::move(message), {}};
 }
 
 }  // namespace hengshi

@@ -16,7 +16,8 @@ struct ApiError {
   std::string param;    // the offending request field, empty when none
 
   nlohmann::json to_json() const;
-  std::string body() const { return to_json().dump(); }
+  // Serialised for the wire; text from outside in the message never makes it throw.
+  std::string body() const;
 
   static ApiError invalid_request(std::string code, std::string message, std::string param = {});
   static ApiError not_found(std::string message);
@@ -27,6 +28,7 @@ struct ApiError {
   static ApiError gateway_timeout(std::string code, std::string message);
   static ApiError unavailable(std::string code, std::string message);
   static ApiError internal(std::string message);
+  static ApiError too_many_requests(std::string code, std::string message);
 };
 
 }  // namespace hengshi

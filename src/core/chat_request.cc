@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "core/json_text.h"
+
 namespace hengshi {
 namespace {
 
@@ -55,6 +57,10 @@ Result<HengshiExtension, ApiError> parse_extension(const json& ext) {
     if (key == "task_type" || key == "session_id" || key == "pii_policy") {
       if (!value.is_string()) return bad("invalid_type", param + " must be a string", param);
       std::string text = value.get<std::string>();
+      const std::size_t limit = key == "session_id" ? kMaxSessionIdBytes : kMaxTaskTypeBytes;
+      if (text.size() > limit) {
+        return bad("invalid_value", param + " must be at most " + std::to_string(limit) + " bytes", param);
+      }
       if (key == "task_type") out.task_type = std::move(text);
       else if (key == "session_id") out.session_id = std::move(text);
       else out.pii_policy = std::move(text);
@@ -62,11 +68,17 @@ Result<HengshiExtension, ApiError> parse_extension(const json& ext) {
       if (!value.is_number_integer() || value.get<std::int64_t>() <= 0) {
         return bad("invalid_value", param + " must be a positive integer (milliseconds)", param);
       }
-      out.deadline_ms = value.get<std::int64_t>();
+      auto deadline = check_deadline_ms(value.get<std::int64_t>(), param);
+      if (!deadline) return deadline.error();
+      out.deadline_ms = *deadline;
     } else if (key == "tags") {
       if (!value.is_array()) return bad("invalid_type", param + " must be an array of strings", param);
+      if (value.size() > 32) return bad("invalid_value", param + " holds at most 32 tags", param);
       for (const auto& tag : value) {
         if (!tag.is_string()) return bad("invalid_type", param + " must be an array of strings", param);
+        if (tag.get_ref<const std::string&>().size() > kMaxTaskTypeBytes) {
+          return bad("invalid_value", param + " entries must be at most " + std::to_string(kMaxTaskTypeBytes) + " bytes", param);
+        }
         out.tags.push_back(tag.get<std::string>());
       }
     } else {
@@ -85,7 +97,37 @@ std::string ChatRequest::last_user_text() const {
   return {};
 }
 
+Result<std::int64_t, ApiError> check_deadline_ms(std::int64_t value, const std::string& param) {
+  if (value <= 0 || value > kMaxDeadlineMs) {
+    return bad("invalid_value",
+               param + " must be between 1 and " + std::to_string(kMaxDeadlineMs) + " (milliseconds)", param);
+  }
+  return value;
+}
+
+namespace {
+
+// A number field within [low, high], or absent/null.
+Result<std::optional<double>, ApiError> bounded_number(const json& doc, const char* key, double low,
+                                                       double high) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return std::optional<double>();
+  if (!it->is_number()) return bad("invalid_type", std::string(key) + " must be a number", key);
+  const double value = it->get<double>();
+  if (!(value >= low && value <= high)) {
+    return bad("invalid_value",
+               std::string(key) + " must be between " + dump_text(low) + " and " + dump_text(high), key);
+  }
+  return std::optional<double>(value);
+}
+
+}  // namespace
+
 Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
+  if (json_nesting_exceeds(body, kMaxJsonDepth)) {
+    return bad("nesting_too_deep",
+               "request body nests arrays/objects deeper than " + std::to_string(kMaxJsonDepth) + " levels", "");
+  }
   json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     return bad("invalid_json", "request body is not valid JSON", "");
@@ -156,10 +198,23 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
       req.max_tokens = doc[key].get<std::int64_t>();
     }
   }
-  for (const char* key : {"temperature", "top_p"}) {
-    if (doc.contains(key) && !doc[key].is_null() && !doc[key].is_number()) {
-      return bad("invalid_type", std::string(key) + " must be a number", key);
+  auto temperature = bounded_number(doc, "temperature", 0.0, 2.0);
+  if (!temperature) return temperature.error();
+  req.temperature = *temperature;
+  auto top_p = bounded_number(doc, "top_p", 0.0, 1.0);
+  if (!top_p) return top_p.error();
+  req.top_p = *top_p;
+  if (auto it = doc.find("seed"); it != doc.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return bad("invalid_type", "seed must be an integer", "seed");
+    req.seed = it->get<std::int64_t>();
+  }
+  if (auto it = doc.find("response_format"); it != doc.end() && !it->is_null()) {
+    if (!it->is_object()) return bad("invalid_type", "response_format must be an object", "response_format");
+    auto type = it->find("type");
+    if (type == it->end() || !type->is_string()) {
+      return bad("invalid_type", "response_format.type must be a string", "response_format.type");
     }
+    req.response_format = type->get<std::string>();
   }
   if (doc.contains("stop") && !doc["stop"].is_null()) {
     const json& stop = doc["stop"];

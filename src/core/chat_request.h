@@ -31,6 +31,11 @@ struct HengshiExtension {
   std::string pii_policy;
 };
 
+// Bounds on what a caller may send (400 above them, naming the limit).
+inline constexpr std::size_t kMaxSessionIdBytes = 128;  // sessions are kept in memory per id
+inline constexpr std::size_t kMaxTaskTypeBytes = 128;   // task types key policy and metrics
+inline constexpr std::int64_t kMaxDeadlineMs = 3'600'000;  // 1 h; larger values overflow clocks
+
 struct ChatRequest {
   std::string model;
   std::vector<ChatMessage> messages;
@@ -38,6 +43,10 @@ struct ChatRequest {
   bool include_usage = false;               // stream_options.include_usage
   std::optional<std::int64_t> max_tokens;   // max_tokens or max_completion_tokens
   std::vector<std::string> stop;
+  std::optional<double> temperature;        // 0..2 when set
+  std::optional<double> top_p;              // 0..1 when set
+  std::optional<std::int64_t> seed;
+  std::string response_format;              // response_format.type, "" when not set
   HengshiExtension hengshi;
   nlohmann::json body;  // the caller's body without "hengshi": forwarded upstream as it came
 
@@ -45,6 +54,11 @@ struct ChatRequest {
   std::string last_user_text() const;
 };
 
+// Rejects invalid JSON, nesting deeper than kMaxJsonDepth (core/json_text.h), and every field
+// the gateway reads with the wrong type or out of range.
 Result<ChatRequest, ApiError> parse_chat_request(std::string_view body);
+
+// Checks a deadline (body or X-Hengshi-Deadline-Ms): 1..kMaxDeadlineMs.
+Result<std::int64_t, ApiError> check_deadline_ms(std::int64_t value, const std::string& param);
 
 }  // namespace hengshi

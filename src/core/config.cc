@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/chat_request.h"
 #include "core/url.h"
 #include "core/yaml_fields.h"
 
@@ -22,7 +23,8 @@ UpstreamConfig parse_upstream(const YAML::Node& node, const std::string& path) {
   reject_unknown(node, path,
                  {"name", "base_url", "model", "api_key_env", "price_input_per_1k",
                   "price_output_per_1k", "connect_timeout_ms", "ttft_timeout_ms",
-                  "total_timeout_ms", "max_concurrent", "tls_verify", "ca_file", "api_key"});
+                  "total_timeout_ms", "max_concurrent", "tls_verify", "ca_file", "api_key",
+                  "allow_plaintext", "max_response_bytes", "max_stream_bytes"});
   if (node["api_key"]) {
     throw FieldError{join(path, "api_key"),
                      "secrets are not read from the config file; put the key in an environment "
@@ -41,9 +43,13 @@ UpstreamConfig parse_upstream(const YAML::Node& node, const std::string& path) {
   read(node, path, "max_concurrent", up.max_concurrent);
   read(node, path, "tls_verify", up.tls_verify);
   read(node, path, "ca_file", up.ca_file);
+  read(node, path, "allow_plaintext", up.allow_plaintext);
+  read(node, path, "max_response_bytes", up.max_response_bytes);
+  read(node, path, "max_stream_bytes", up.max_stream_bytes);
+  // A name, not the URL: it shows in metrics, logs and response metadata.
+  if (up.name.empty()) throw FieldError{join(path, "name"), "is required"};
   if (up.base_url.empty()) throw FieldError{join(path, "base_url"), "is required"};
   if (up.model.empty()) throw FieldError{join(path, "model"), "is required"};
-  if (up.name.empty()) up.name = up.base_url;
   return up;
 }
 
@@ -65,7 +71,7 @@ PoolConfig parse_pool(const std::string& name, const YAML::Node& node, const std
 
 void apply(const YAML::Node& root, Config& config) {
   if (!root || root.IsNull()) return;  // an empty file means all defaults
-  reject_unknown(root, "", {"server", "routing", "pools", "log", "edge"});
+  reject_unknown(root, "", {"server", "routing", "pools", "log", "edge", "cloud"});
   if (const YAML::Node edge = root["edge"]) {
     reject_unknown(edge, "edge", {"intent_model", "llm"});
     read(edge, "edge", "intent_model", config.edge.intent_model);
@@ -91,7 +97,9 @@ void apply(const YAML::Node& root, Config& config) {
   if (const YAML::Node server = root["server"]) {
     reject_unknown(server, "server",
                    {"listen", "threads", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
-                    "default_deadline_ms", "drain_timeout_ms"});
+                    "default_deadline_ms", "drain_timeout_ms", "write_timeout_ms", "max_connections",
+                    "max_connections_per_ip", "max_in_flight", "auth", "keys_file", "admin_listen",
+                    "admin_token_env", "admin_allowed_hosts", "expose_figures"});
     ServerConfig& s = config.server;
     read(server, "server", "listen", s.listen);
     read(server, "server", "threads", s.threads);
@@ -100,6 +108,20 @@ void apply(const YAML::Node& root, Config& config) {
     read(server, "server", "read_timeout_ms", s.read_timeout_ms);
     read(server, "server", "default_deadline_ms", s.default_deadline_ms);
     read(server, "server", "drain_timeout_ms", s.drain_timeout_ms);
+    read(server, "server", "write_timeout_ms", s.write_timeout_ms);
+    read(server, "server", "max_connections", s.max_connections);
+    read(server, "server", "max_connections_per_ip", s.max_connections_per_ip);
+    read(server, "server", "max_in_flight", s.max_in_flight);
+    read(server, "server", "auth", s.auth);
+    read(server, "server", "keys_file", s.keys_file);
+    read(server, "server", "admin_listen", s.admin_listen);
+    read(server, "server", "admin_token_env", s.admin_token_env);
+    read(server, "server", "admin_allowed_hosts", s.admin_allowed_hosts);
+    read(server, "server", "expose_figures", s.expose_figures);
+  }
+  if (const YAML::Node cloud = root["cloud"]) {
+    reject_unknown(cloud, "cloud", {"max_in_flight_response_bytes"});
+    read(cloud, "cloud", "max_in_flight_response_bytes", config.cloud.max_in_flight_response_bytes);
   }
   if (const YAML::Node routing = root["routing"]) {
     reject_unknown(routing, "routing", {"default_pool", "policy_file", "thresholds_file", "watch_interval_ms"});
@@ -118,11 +140,54 @@ void apply(const YAML::Node& root, Config& config) {
   }
 }
 
+// Who may use the gateway: a listener other networks can reach needs client keys, and the admin
+// listener off loopback needs its token. Error.code carries the field, message the reason.
+Status check_auth(const ServerConfig& s) {
+  if (s.auth != "auto" && s.auth != "on" && s.auth != "off") {
+    return Error{"server.auth", "must be auto, on or off (got '" + s.auth + "')"};
+  }
+  if (s.auth == "on" && s.keys_file.empty()) {
+    return Error{"server.keys_file", "is required when server.auth is on"};
+  }
+  if (!is_loopback_listen(s.listen)) {
+    if (s.auth == "off") {
+      return Error{"server.auth", "off is allowed only on a loopback listener (listen is " + s.listen +
+                                      "); configure server.keys_file"};
+    }
+    if (!s.auth_enabled()) {
+      return Error{"server.keys_file", "listen " + s.listen +
+                                           " is reachable from other hosts, so client keys are required "
+                                           "(set server.keys_file; server.auth stays auto or on)"};
+    }
+  }
+  if (!s.admin_listen.empty()) {
+    auto colon = s.admin_listen.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == s.admin_listen.size()) {
+      return Error{"server.admin_listen", "must be HOST:PORT or \"\" (got '" + s.admin_listen + "')"};
+    }
+    if (!is_loopback_listen(s.admin_listen) && s.admin_token_env.empty()) {
+      return Error{"server.admin_token_env", "admin_listen " + s.admin_listen +
+                                                 " is not loopback, so an admin token is required"};
+    }
+  }
+  return Ok{};
+}
+
 Error field_error(const std::string& source, const std::string& field, const std::string& reason) {
   return Error{"config_invalid", source + ": " + field + ": " + reason};
 }
 
 }  // namespace
+
+bool is_loopback_listen(const std::string& listen) {
+  auto colon = listen.rfind(':');
+  std::string host = listen.substr(0, colon == std::string::npos ? listen.size() : colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8 in dotted form; anything else (0.0.0.0, ::, a LAN address) reaches the network.
+  if (host.rfind("127.", 0) != 0) return false;
+  return host.find_first_not_of("0123456789.") == std::string::npos;
+}
 
 const PoolConfig* Config::find_pool(const std::string& name) const {
   for (const auto& pool : pools) {
@@ -155,12 +220,21 @@ Status validate_config(const Config& config) {
     return field_error(src, "server.listen", "must be HOST:PORT (got '" + s.listen + "')");
   }
   if (s.threads < 0) return field_error(src, "server.threads", "must be >= 0 (0 = all cores)");
+  if (auto auth = check_auth(s); !auth) return field_error(src, auth.error().code, auth.error().message);
   try {
     positive(s.max_body_bytes, "server.max_body_bytes");
     positive(s.idle_timeout_ms, "server.idle_timeout_ms");
     positive(s.read_timeout_ms, "server.read_timeout_ms");
     positive(s.default_deadline_ms, "server.default_deadline_ms");
     positive(s.drain_timeout_ms, "server.drain_timeout_ms");
+    positive(s.write_timeout_ms, "server.write_timeout_ms");
+    positive(s.max_connections, "server.max_connections");
+    positive(s.max_connections_per_ip, "server.max_connections_per_ip");
+    positive(s.max_in_flight, "server.max_in_flight");
+    if (s.default_deadline_ms > kMaxDeadlineMs) {
+      throw FieldError{"server.default_deadline_ms", "must be at most " + std::to_string(kMaxDeadlineMs)};
+    }
+    positive(config.cloud.max_in_flight_response_bytes, "cloud.max_in_flight_response_bytes");
     if (config.routing.watch_interval_ms < 0) {
       throw FieldError{"routing.watch_interval_ms", "must be >= 0 (0 = no file watching)"};
     }
@@ -191,8 +265,18 @@ Status validate_config(const Config& config) {
         if (!member_names.insert(up.name).second) {
           throw FieldError{mpath + ".name", "'" + up.name + "' is used twice in this pool"};
         }
+        if (up.name.empty()) throw FieldError{mpath + ".name", "is required"};
         auto url = parse_url(up.base_url);
         if (!url) throw FieldError{mpath + ".base_url", url.error().message};
+        if (!url->tls() && !up.allow_plaintext && !is_loopback_listen(url->host + ":" + url->port)) {
+          throw FieldError{mpath + ".allow_plaintext",
+                           "base_url " + up.base_url +
+                               " is plain http to a host that is not loopback (the key and prompts "
+                               "would cross the network in clear); use https or set "
+                               "allow_plaintext: true on this member"};
+        }
+        positive(up.max_response_bytes, mpath + ".max_response_bytes");
+        positive(up.max_stream_bytes, mpath + ".max_stream_bytes");
         positive(up.connect_timeout_ms, mpath + ".connect_timeout_ms");
         positive(up.ttft_timeout_ms, mpath + ".ttft_timeout_ms");
         positive(up.total_timeout_ms, mpath + ".total_timeout_ms");

@@ -18,13 +18,42 @@ struct ServerConfig {
   std::int64_t max_body_bytes = 1 << 20;  // larger bodies get 413
   std::int64_t idle_timeout_ms = 60'000;  // keep-alive connection with no request is closed
   std::int64_t read_timeout_ms = 30'000;  // one request's headers + body must arrive within this
+  std::int64_t write_timeout_ms = 30'000;  // one write to a client; a client that stops reading
+                                          // longer is dropped and its upstream work cancelled
   std::int64_t default_deadline_ms = 60'000;  // request budget when the caller sets none
-  std::int64_t drain_timeout_ms = 30'000;     // SIGTERM: in-flight requests get this long
+  // SIGTERM: in-flight requests get this long. Longer than default_deadline_ms, so a request
+  // running on the default budget is never cut by a routine restart.
+  std::int64_t drain_timeout_ms = 65'000;
+  int max_connections = 10'000;        // open client connections; more are closed at accept
+  int max_connections_per_ip = 1'000;  // from one peer address
+  int max_in_flight = 1'024;           // requests being handled; more get a fast 429
+  // Client keys (src/server/key_store.h): auto = on when keys_file is set; off is allowed only
+  // while `listen` is loopback; a non-loopback listener without keys refuses to start.
+  std::string auth = "auto";                  // auto | on | off
+  std::string keys_file;                      // YAML of hashed keys; hot-reloads (watch_interval_ms)
+  // /metrics and /admin/* live on their own listener; "" = none, port 0 picks a free one.
+  std::string admin_listen = "127.0.0.1:8081";
+  std::string admin_token_env;                // env var holding the admin bearer token; "" = none
+  // Host headers (port ignored) the admin listener answers; an Origin must name one of them.
+  std::vector<std::string> admin_allowed_hosts = {"127.0.0.1", "localhost", "[::1]"};
+
+  // Routing figures (thresholds, bands) in the response metadata; off = only in the request log
+  // and the admin view.
+  bool expose_figures = false;
+
+  // Whether requests need a client key (auth resolved against keys_file).
+  bool auth_enabled() const { return auth == "on" || (auth == "auto" && !keys_file.empty()); }
 };
 
+// True when HOST:PORT binds only the loopback interface (127.0.0.0/8, ::1, localhost).
+bool is_loopback_listen(const std::string& listen);
+
 struct UpstreamConfig {
-  std::string name;              // unique within its pool; defaults to the base_url
+  std::string name;              // required, unique within its pool (metrics, logs, metadata)
   std::string base_url;          // e.g. https://api.example.com/v1 (http or https)
+  // http:// to a host other than loopback sends the key and the prompts in clear text: allowed
+  // only when set.
+  bool allow_plaintext = false;
   std::string model;             // model name sent upstream
   std::string api_key_env;       // environment variable holding the key; empty = no auth header
   double price_input_per_1k = 0;   // currency units per 1k prompt tokens
@@ -35,6 +64,8 @@ struct UpstreamConfig {
   int max_concurrent = 256;                 // in-flight requests to this member
   bool tls_verify = true;                   // verify the server certificate (https only)
   std::string ca_file;                      // extra CA bundle (PEM) to trust, e.g. a private CA
+  std::int64_t max_response_bytes = 8 << 20;  // a non-stream body (or an error body), bytes
+  std::int64_t max_stream_bytes = 64 << 20;   // everything one streamed response may send, bytes
 };
 
 struct PoolConfig {
@@ -80,9 +111,17 @@ struct LogConfig {
   std::string requests = "-";
 };
 
+// Settings shared by every pool.
+struct CloudConfig {
+  // Upstream response bytes all calls together may hold in memory (src/cloud/response_budget.h);
+  // a call that would go over fails fast with 503 pool_overloaded.
+  std::int64_t max_in_flight_response_bytes = std::int64_t{256} << 20;
+};
+
 struct Config {
   std::string source = "<embedded defaults>";  // file the config came from, for messages
   ServerConfig server;
+  CloudConfig cloud;
   LogConfig log;
   RoutingConfig routing;
   EdgeConfig edge;

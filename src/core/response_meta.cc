@@ -2,7 +2,7 @@
 
 namespace hengshi {
 
-nlohmann::json ResponseMeta::to_json() const {
+nlohmann::json ResponseMeta::to_json(bool with_figures) const {
   using nlohmann::json;
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   json out = {
@@ -20,8 +20,9 @@ nlohmann::json ResponseMeta::to_json() const {
       {"upstream", or_null(upstream)},
       {"cost", cost ? json(*cost) : json(nullptr)},
   };
+  if (!key.empty()) out["key"] = key;
   if (!decision.edge_engine.empty()) out["edge_engine"] = decision.edge_engine;
-  if (!decision.figures.empty()) out["figures"] = decision.figures;
+  if (with_figures && !decision.figures.empty()) out["figures"] = decision.figures;
   return out;
 }
 

@@ -22,8 +22,11 @@ struct ResponseMeta {
   std::string model;             // model that produced the answer
   std::string upstream;          // pool member that answered, empty for the edge
   std::optional<double> cost;    // in the configured price unit, when tokens are known
+  std::string key;               // NAME of the client key that sent it (never the key); "" = auth off
 
-  nlohmann::json to_json() const;
+  // `with_figures`: the decision's numbers (thresholds, bands) go to the log and the admin view;
+  // clients see them only with server.expose_figures.
+  nlohmann::json to_json(bool with_figures = true) const;
 };
 
 }  // namespace hengshi

@@ -4,8 +4,18 @@ namespace hengshi::edge {
 
 #ifndef HENGSHI_HAVE_LLAMA
 // Without llama.cpp, llm_engine.cc is not built; EdgeEngines still owns a (always null) pointer.
+// The server's edge-LLM path still links against these; they are never reached (llm is null).
 struct LlmEngine::Impl {};
 LlmEngine::~LlmEngine() = default;
+awaitable<Result<Generation>> LlmEngine::generate(GenerationRequest, PieceSink, CancelToken) {
+  co_return Error{"edge_llm_stopped", "this build has no edge LLM (llama.cpp)"};
+}
+std::vector<ChatMessage> LlmEngine::edge_messages(const std::vector<ChatMessage>& conversation) const {
+  return conversation;
+}
+std::string_view to_string(FinishReason reason) {
+  return reason == FinishReason::stop ? "stop" : "length";
+}
 #endif
 
 std::string EdgeEngines::intent_model_id() const {

@@ -33,6 +33,157 @@ void set_edge(Decision& decision, std::string engine, std::string reason, std::s
   decision.edge_engine = std::move(engine);
 }
 
+// ---- what route_input() collects for the PII scan ----
+
+// A part kind for the figures: one of the names OpenAI-style APIs use, else "other", so a
+// caller's arbitrary (possibly huge or invalid UTF-8) type string never reaches logs.
+std::string non_text_kind(std::string_view type) {
+  for (std::string_view known : {"image_url", "input_audio", "file", "input_image", "input_file",
+                                 "image", "audio", "video", "video_url"}) {
+    if (type == known) return std::string(known);
+  }
+  return "other";
+}
+
+void add_non_text(RouteInput& input, std::string kind) {
+  input.has_non_text_parts = true;
+  if (std::find(input.non_text_kinds.begin(), input.non_text_kinds.end(), kind) ==
+      input.non_text_kinds.end()) {
+    input.non_text_kinds.push_back(std::move(kind));
+  }
+}
+
+// A content array (a message's or the prediction's): parts other than text cannot be checked;
+// the text parts joined WITHOUT a separator catch a number or address split across parts.
+void read_content_parts(const json& content, RouteInput& input) {
+  if (!content.is_array()) return;
+  std::string joined;
+  int text_parts = 0;
+  for (const json& part : content) {
+    const auto type = part.is_object() ? part.find("type") : part.end();
+    if (!part.is_object() || type == part.end() || !type->is_string()) {
+      add_non_text(input, "other");  // parse_chat_request rejects these; fail closed anyway
+      continue;
+    }
+    const auto& type_name = type->get_ref<const std::string&>();
+    if (type_name != "text" && type_name != "refusal") {
+      add_non_text(input, non_text_kind(type_name));
+      continue;
+    }
+    // A text part holds its text under "text", an assistant's refusal part under "refusal".
+    if (const auto text = part.find(type_name); text != part.end() && text->is_string()) {
+      joined += text->get_ref<const std::string&>();
+      ++text_parts;
+    }
+  }
+  if (text_parts >= 2) input.derived_strings.push_back(std::move(joined));
+}
+
+// Top-level fields that carry media rather than text. "audio" is also the output-audio request
+// ({voice, format}), which carries nothing of the caller's; anything more in it is treated as
+// media.
+void read_top_level_media(const json& body, RouteInput& input) {
+  for (const char* key :
+       {"input_audio", "image_url", "input_image", "file", "input_file", "image"}) {
+    if (const auto it = body.find(key); it != body.end() && !it->is_null())
+      add_non_text(input, key);
+  }
+  if (const auto audio = body.find("audio"); audio != body.end() && !audio->is_null()) {
+    bool settings_only = audio->is_object();
+    if (settings_only) {
+      for (const auto& [key, value] : audio->items()) {
+        settings_only = settings_only && (key == "voice" || key == "format") && value.is_string();
+      }
+    }
+    if (!settings_only) add_non_text(input, "audio");
+  }
+}
+
+// The body's strings that RouteInput::texts already holds (string content, and text parts the
+// flattened text joins with '\n'), sorted, so the scan reads those bytes once. Only strings
+// whose text demonstrably matches are listed: a ChatRequest not flattened from its body (built
+// by hand) just gets them scanned twice.
+std::vector<const json*> strings_in_texts(const ChatRequest& request) {
+  std::vector<const json*> covered;
+  if (!request.body.is_object()) return covered;
+  const auto messages = request.body.find("messages");
+  if (messages == request.body.end() || !messages->is_array() ||
+      messages->size() != request.messages.size()) {
+    return covered;
+  }
+  std::vector<const json*> parts;
+  for (std::size_t i = 0; i < request.messages.size(); ++i) {
+    const json& message = (*messages)[i];
+    if (!message.is_object()) continue;
+    const auto content = message.find("content");
+    if (content == message.end()) continue;
+    const std::string& text = request.messages[i].text;
+    if (content->is_string()) {
+      if (content->get_ref<const std::string&>() == text) covered.push_back(&*content);
+      continue;
+    }
+    if (!content->is_array()) continue;
+    parts.clear();
+    std::size_t joined_size = 0;
+    for (const json& part : *content) {
+      if (!part.is_object()) continue;
+      const auto type = part.find("type");
+      const auto part_text = part.find("text");
+      if (type == part.end() || *type != "text" || part_text == part.end() ||
+          !part_text->is_string()) {
+        continue;
+      }
+      joined_size += part_text->get_ref<const std::string&>().size() + (parts.empty() ? 0 : 1);
+      parts.push_back(&*part_text);
+    }
+    if (joined_size == text.size()) covered.insert(covered.end(), parts.begin(), parts.end());
+  }
+  std::sort(covered.begin(), covered.end());
+  return covered;
+}
+
+// Every string value and object key in the body, iteratively (an explicit stack: no recursion
+// depth to exhaust), each node visited once. Integers below the top level are written out: a
+// phone number sent as a JSON number in metadata leaves too. Top-level ones (max_tokens, seed, n)
+// are the API's own parameters. `in_texts` (sorted) are left out: the scan reads them in texts.
+void collect_forwarded_strings(const json& body, const std::vector<const json*>& in_texts,
+                               RouteInput& input) {
+  struct Pending {
+    const json* node;
+    int depth;  // the body itself is 0, its fields 1
+  };
+  std::vector<Pending> stack{{&body, 0}};
+  while (!stack.empty()) {
+    const Pending pending = stack.back();
+    stack.pop_back();
+    const json& node = *pending.node;
+    switch (node.type()) {
+      case json::value_t::string:
+        if (!std::binary_search(in_texts.begin(), in_texts.end(), &node)) {
+          input.forwarded_strings.emplace_back(node.get_ref<const std::string&>());
+        }
+        break;
+      case json::value_t::number_integer:
+      case json::value_t::number_unsigned:
+        if (pending.depth >= 2) input.derived_strings.push_back(node.dump());
+        break;
+      case json::value_t::object:
+      case json::value_t::array:
+        if (pending.depth >= kMaxScanDepth) {
+          add_non_text(input, "nesting_too_deep");
+          break;
+        }
+        for (auto it = node.begin(); it != node.end(); ++it) {
+          if (node.is_object()) input.forwarded_strings.emplace_back(it.key());
+          stack.push_back({&*it, pending.depth + 1});
+        }
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms) {
@@ -54,14 +205,33 @@ RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms) {
   input.input_tokens = approx_prompt_tokens(request.messages);
   input.requested_output_tokens =
       request.max_tokens ? static_cast<int>(std::min<std::int64_t>(*request.max_tokens, 1 << 30)) : 0;
-  if (auto it = request.body.find("response_format"); it != request.body.end() && it->is_object()) {
-    const std::string type = it->value("type", "");
-    input.wants_structured_output = type == "json_schema" || type == "json_object";
-  }
+  input.wants_structured_output =
+      request.response_format == "json_schema" || request.response_format == "json_object";
   for (const char* key : {"tools", "functions"}) {
     if (auto it = request.body.find(key); it != request.body.end() && it->is_array() && !it->empty()) {
       input.has_tools = true;
     }
+  }
+
+  // The PII scan reads everything that would go upstream, not only the flattened messages.
+  collect_forwarded_strings(request.body, strings_in_texts(request), input);
+  if (request.body.is_object()) {
+    if (const auto messages = request.body.find("messages");
+        messages != request.body.end() && messages->is_array()) {
+      for (const json& message : *messages) {
+        if (!message.is_object()) continue;
+        if (const auto content = message.find("content"); content != message.end()) {
+          read_content_parts(*content, input);
+        }
+      }
+    }
+    if (const auto prediction = request.body.find("prediction");
+        prediction != request.body.end() && prediction->is_object()) {
+      if (const auto content = prediction->find("content"); content != prediction->end()) {
+        read_content_parts(*content, input);
+      }
+    }
+    read_top_level_media(request.body, input);
   }
   return input;
 }
@@ -112,26 +282,38 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
     figures["session_cloud_calls"] = runtime.sessions().record(input.session_id, score, decision.route, now);
   };
 
-  // 1. Hard constraints. PII: every message, because history goes upstream too.
-  if (std::any_of(input.texts.begin(), input.texts.end(),
-                  [&](std::string_view text) { return policy.pii.contains(text); })) {
+  // 1. Hard constraints. PII: everything that would be forwarded — history, tool calls, metadata —
+  // because all of it goes upstream. Off entirely when the policy disables detection.
+  if (policy.pii.enabled()) {
     json kinds = json::array();
-    for (std::string_view text : input.texts) {
+    const auto scan = [&](std::string_view text) {
       for (const auto& match : policy.pii.find(text)) {
-        if (std::find(kinds.begin(), kinds.end(), match.kind) == kinds.end()) kinds.push_back(match.kind);
+        if (std::find(kinds.begin(), kinds.end(), match.kind) == kinds.end())
+          kinds.push_back(match.kind);
       }
+    };
+    for (std::string_view text : input.texts) scan(text);
+    for (std::string_view text : input.forwarded_strings) scan(text);
+    for (const std::string& text : input.derived_strings) scan(text);
+    const bool has_pii = !kinds.empty();
+    if (has_pii || input.has_non_text_parts) {
+      if (has_pii) figures["pii"] = std::move(kinds);
+      if (input.has_non_text_parts) figures["non_text_parts"] = input.non_text_kinds;
+      // Never a cloud upstream: refused outright by policy, or the edge answers, or the safe
+      // message does (fail closed).
+      const std::string reason = has_pii ? "pii_pin" : "pii_uncheckable";
+      if (input.has_non_text_parts && policy.pii_non_text_parts == NonTextParts::kRefuse) {
+        set(decision, "refuse", "non_text_refused");
+      } else if (intent_has_answer(prediction) && prediction->confidence >= band.high) {
+        set_edge(decision, "intent", reason);
+      } else if (input.llm_available) {
+        set_edge(decision, "llm", reason);
+      } else {
+        set(decision, "refuse", reason);
+      }
+      record_session(complexity);
+      return decision;
     }
-    figures["pii"] = std::move(kinds);
-    // Fail closed: the edge answers, or the safe message does. Never a cloud upstream.
-    if (intent_has_answer(prediction) && prediction->confidence >= band.high) {
-      set_edge(decision, "intent", "pii_pin");
-    } else if (input.llm_available) {
-      set_edge(decision, "llm", "pii_pin");
-    } else {
-      set(decision, "refuse", "pii_pin");
-    }
-    record_session(complexity);
-    return decision;
   }
   if (auto signal = policy.sensitive.match(input.last_user_text)) {
     figures["signal"] = signal->rule;

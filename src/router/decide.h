@@ -1,9 +1,13 @@
 // decide(): the router's short-circuit sequence (DESIGN.md §1), never a weighted sum. Each stage
 // either decides — and the rest never run — or passes the request on:
-//   1. hard constraints  PII anywhere in the conversation → pinned to the edge, fail closed
-//                        (reason pii_pin; route refuse with the safe message when no edge engine
-//                        can answer). A sensitive signal → its configured target (sensitive_signal).
-//                        No later stage can override these two.
+//   1. hard constraints  PII anywhere in what would be forwarded (every message, every string
+//                        and key of the body: tool calls, user, metadata, tools, prediction…)
+//                        → pinned to the edge, fail closed (reason pii_pin; route refuse with the
+//                        safe message when no edge engine can answer). Parts the scan cannot
+//                        read (images, audio, files) → pii.non_text_parts: pin (the same, reason
+//                        pii_uncheckable) or refuse (non_text_refused). Both are off when the
+//                        policy disables PII detection. A sensitive signal → its configured
+//                        target (sensitive_signal). No later stage can override these.
 //   2. pins              a pool name as "model" (model_pinned); "edge-llm" → the edge LLM
 //   3. capability        task type × length × tools × structured output → cloud when the edge
 //                        cannot serve it (capability_miss; an admission, not a fallback)
@@ -46,6 +50,15 @@ namespace hengshi::router {
 struct RouteInput {
   std::string model;                       // as requested
   std::vector<std::string_view> texts;     // every message's text (PII scans them all)
+  // What else goes upstream, for the PII scan: every string value and object key of the body
+  // that `texts` does not already hold (views into it), and strings built from it: each
+  // message's text parts joined without a separator (a number split across parts), integers
+  // below the top level written out.
+  std::vector<std::string_view> forwarded_strings;
+  std::vector<std::string> derived_strings;
+  // Parts the scan cannot read: their kinds ("image_url", "input_audio", "file", …), each once.
+  bool has_non_text_parts = false;
+  std::vector<std::string> non_text_kinds;
   std::string_view last_user_text;         // what the intent engine and signals look at
   int turns = 1;                           // messages in the conversation
   std::string task_type;
@@ -61,7 +74,11 @@ struct RouteInput {
   std::vector<std::string> pools;          // configured pool names
 };
 
-// Reads a ChatRequest into a RouteInput (texts point into `request`, which must outlive it).
+// Reads a ChatRequest into a RouteInput (texts and forwarded_strings point into `request`, which
+// must outlive it). The body walk is iterative, linear in the body's size and bounded in depth
+// (deeper than kMaxScanDepth counts as a non-text part, "nesting_too_deep": not checked, so not
+// forwarded).
+inline constexpr int kMaxScanDepth = 256;
 RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms);
 
 // What the router learns from traffic: per-pool latency windows, the edge LLM's speed and

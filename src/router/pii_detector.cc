@@ -20,16 +20,34 @@ constexpr std::string_view kIdKind = "id_cn";
 constexpr std::string_view kCardKind = "bank_card";
 constexpr std::string_view kEmailKind = "email";
 
-// ASCII only, as most mail clients accept; the TLD needs two letters, so "a@b" is not an email.
-constexpr std::string_view kEmailRegex = R"([A-Za-z0-9._%+\-]+@(?:[A-Za-z0-9\-]+\.)+[A-Za-z]{2,})";
+// Internationalised addresses (RFC 6531): the local part and the domain may be in any script,
+// the "@" and the dots full-width (＠ ﹫, ． ｡ 。) as Chinese IMEs type them. Chinese text has no
+// spaces, so a local part is either a run of CJK characters or a run of other letters, digits
+// and ._%+- ("邮箱zhangsan@…" starts at "z"; "联系张三@…" is reported from "联", which only
+// over-redacts). The TLD needs two letters; CJK ones only after "." or "．" (so "a@b。谢谢", a
+// sentence ending, is not an email); "a@b" is not an email.
+constexpr std::string_view kEmailRegex =
+    R"((?:[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+)"
+    R"(|(?:[^\P{L}\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]|[\p{N}\p{M}._%+\-．＿＋－])+))"
+    R"([@＠﹫])"
+    R"((?:[\p{L}\p{M}\p{N}\-－]+[.．｡。])*[\p{L}\p{M}\p{N}\-－]+)"
+    R"((?:[.．｡。][^\P{L}\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]{2,})"
+    R"(|[.．][\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]{2,}))";
+// Bytes that start an "@" of any width: the email regex only runs on text that has one.
+constexpr std::string_view kFullWidthAt = "\xEF\xBC\xA0";  // ＠ U+FF20
+constexpr std::string_view kSmallAt = "\xEF\xB9\xAB";      // ﹫ U+FE6B
 
 // The longest built-in number: a 19-digit card.
 constexpr int kMaxItemDigits = 19;
 // The most groups one number spans: a card written 4-4-4-4-3. Bounding it keeps a long run of
 // short groups ("1 2 3 4 …") linear to scan.
 constexpr int kMaxItemGroups = 5;
+// The most separator characters between two groups of one number: "138 - 1234 - 5678" needs 3.
+constexpr int kMaxJoinChars = 4;
 
-enum class Glyph { kDigit, kSeparator, kPlus, kCheckX, kOther };
+// kSeparator joins the groups of any number (spaces and dashes of every width); kDot only those
+// of a phone number ("138.1234.5678"): a card or ID is not written so, and decimals would join.
+enum class Glyph { kDigit, kSeparator, kDot, kPlus, kCheckX, kOther };
 
 // One character of a number, ASCII or its full-width form (Chinese IMEs type those).
 struct NumberChar {
@@ -45,8 +63,11 @@ NumberChar read_number_char(std::string_view text, std::size_t pos) {
   }
   switch (byte) {
     case ' ':
+    case '\t':
     case '-':
       return {Glyph::kSeparator, 0, 1};
+    case '.':
+      return {Glyph::kDot, 0, 1};
     case '+':
       return {Glyph::kPlus, 0, 1};
     case 'X':
@@ -55,7 +76,13 @@ NumberChar read_number_char(std::string_view text, std::size_t pos) {
     default:
       break;
   }
-  if (pos + 3 > text.size() || (byte != 0xEF && byte != 0xE3)) return {};
+  if (byte == 0xC2 && pos + 2 <= text.size()) {
+    const auto second = static_cast<unsigned char>(text[pos + 1]);
+    if (second == 0xA0) return {Glyph::kSeparator, 0, 2};  // no-break space U+00A0
+    if (second == 0xB7) return {Glyph::kDot, 0, 2};        // middle dot · U+00B7
+    return {};
+  }
+  if (pos + 3 > text.size() || (byte != 0xEF && byte != 0xE3 && byte != 0xE2)) return {};
   const auto second = static_cast<unsigned char>(text[pos + 1]);
   const auto third = static_cast<unsigned char>(text[pos + 2]);
   if (byte == 0xEF && second == 0xBC) {
@@ -63,13 +90,20 @@ NumberChar read_number_char(std::string_view text, std::size_t pos) {
       return {Glyph::kDigit, static_cast<std::uint8_t>(third - 0x90), 3};
     }
     if (third == 0x8D) return {Glyph::kSeparator, 0, 3};  // － U+FF0D
+    if (third == 0x8E) return {Glyph::kDot, 0, 3};        // ． U+FF0E
     if (third == 0x8B) return {Glyph::kPlus, 0, 3};       // ＋ U+FF0B
     if (third == 0xB8) return {Glyph::kCheckX, 0, 3};     // Ｘ U+FF38
   }
   if (byte == 0xEF && second == 0xBD && third == 0x98) return {Glyph::kCheckX, 0, 3};  // ｘ
+  if (byte == 0xEF && second == 0xBD && third == 0xA1) return {Glyph::kDot, 0, 3};     // ｡
   if (byte == 0xE3 && second == 0x80 && third == 0x80) {
     return {Glyph::kSeparator, 0, 3};  // ideographic space U+3000
   }
+  if (byte == 0xE3 && second == 0x83 && third == 0xBB) return {Glyph::kDot, 0, 3};  // ・ U+30FB
+  if (byte == 0xE2 && second == 0x80 && third >= 0x90 && third <= 0x95) {
+    return {Glyph::kSeparator, 0, 3};  // hyphens and dashes U+2010..U+2015
+  }
+  if (byte == 0xE2 && second == 0x88 && third == 0x92) return {Glyph::kSeparator, 0, 3};  // −
   return {};
 }
 
@@ -83,11 +117,13 @@ struct GroupSpan {
   std::size_t end = 0;
   int digits = 0;
   std::size_t x_end = 0;  // end of a check 'X' right after the digits; 0 when there is none
+  bool dotted_join = false;  // the separators to the next group include a dot (phones only)
 };
 
 struct DigitGroup {
   GroupSpan span;
-  // Where the next group begins when one separator joins it to this one; 0 when none does.
+  // Where the next group begins when 1..kMaxJoinChars separators join it to this one; 0 when
+  // none do.
   std::size_t next_begin = 0;
   std::array<std::uint8_t, kMaxItemDigits> values{};  // the first kMaxItemDigits digits
 };
@@ -108,8 +144,20 @@ DigitGroup read_group(std::string_view text, std::size_t pos) {
   const NumberChar after = read_number_char(text, group.span.end);
   if (after.glyph == Glyph::kCheckX) {
     group.span.x_end = group.span.end + after.length;  // an X ends the number
-  } else if (after.glyph == Glyph::kSeparator && is_digit_at(text, group.span.end + after.length)) {
-    group.next_begin = group.span.end + after.length;
+    return group;
+  }
+  // Any mix of separators joins ("138 - 1234", "138  1234", "138．1234"), up to a few.
+  std::size_t join_end = group.span.end;
+  bool dotted = false;
+  for (int joins = 0; joins < kMaxJoinChars && join_end < text.size(); ++joins) {
+    const NumberChar next = read_number_char(text, join_end);
+    if (next.glyph != Glyph::kSeparator && next.glyph != Glyph::kDot) break;
+    dotted = dotted || next.glyph == Glyph::kDot;
+    join_end += next.length;
+  }
+  if (join_end != group.span.end && is_digit_at(text, join_end)) {
+    group.next_begin = join_end;
+    group.span.dotted_join = dotted;
   }
   return group;
 }
@@ -219,7 +267,7 @@ std::optional<NumberItem> match_resident_id(const DigitWindow& window) {
         is_resident_id(window.digits.data(), static_cast<char>('0' + window.digits[17]))) {
       return NumberItem{kIdKind, window.groups[0].begin, group.end};
     }
-    if (total >= 17) break;
+    if (total >= 17 || group.dotted_join) break;
   }
   return std::nullopt;
 }
@@ -236,17 +284,29 @@ bool is_mobile_number(const DigitWindow& window, int offset) {
   return window.digits[first] == 1 && window.digits[first + 1] >= 3;
 }
 
-// The index of the last group of an 11-digit or 3-4-4 mobile number starting at group `first`
-// (whose first digit is digits[offset]), or -1.
+// The ways people group a mobile number: 11, 3-4-4, 7-4 (1381234 5678), 3-8 (138 12345678).
+// Other splits ("13 812 345 678") are more likely lists of small numbers than a phone.
+constexpr std::array<std::array<int, 3>, 4> kMobileShapes = {
+    {{11, 0, 0}, {3, 4, 4}, {7, 4, 0}, {3, 8, 0}}};
+
+// The index of the last group of a mobile number in one of kMobileShapes starting at group
+// `first` (whose first digit is digits[offset]), or -1.
 int mobile_last_group(const DigitWindow& window, int first, int offset) {
   if (first >= window.group_count) return -1;
   const auto group_digits = [&](int g) {
     return window.groups[static_cast<std::size_t>(g)].digits;
   };
-  if (group_digits(first) == 11) return is_mobile_number(window, offset) ? first : -1;
-  if (first + 2 < window.group_count && group_digits(first) == 3 && group_digits(first + 1) == 4 &&
-      group_digits(first + 2) == 4) {
-    return is_mobile_number(window, offset) ? first + 2 : -1;
+  for (const auto& shape : kMobileShapes) {
+    int g = first;
+    for (const int digits : shape) {
+      if (digits == 0) break;
+      if (g >= window.group_count || group_digits(g) != digits) {
+        g = -1;
+        break;
+      }
+      ++g;
+    }
+    if (g > first) return is_mobile_number(window, offset) ? g - 1 : -1;
   }
   return -1;
 }
@@ -291,6 +351,7 @@ std::optional<NumberItem> match_bank_card(const DigitWindow& window) {
     if (total >= 13 && is_luhn_valid(window.digits.data(), total)) {
       longest = NumberItem{kCardKind, window.groups[0].begin, group.end};
     }
+    if (group.dotted_join) break;
   }
   return longest;
 }
@@ -392,8 +453,10 @@ void PiiDetector::for_each_match(std::string_view text, OnMatch&& on_match) cons
     return on_match(item.kind, item.begin, item.end - item.begin);
   });
   if (!go_on) return;
-  if (text.find('@') != std::string_view::npos &&
-      !for_each_regex_match(*email_, kEmailKind, text, on_match)) {
+  const bool has_at = text.find('@') != std::string_view::npos ||
+                      text.find(kFullWidthAt) != std::string_view::npos ||
+                      text.find(kSmallAt) != std::string_view::npos;
+  if (has_at && !for_each_regex_match(*email_, kEmailKind, text, on_match)) {
     return;
   }
   for (const CustomPattern& pattern : custom_) {

@@ -40,18 +40,24 @@ struct PiiMatch {
   bool operator==(const PiiMatch&) const = default;
 };
 
-// Built-in kinds (digits may be ASCII or full-width ０-９; "+", "-", "X" and the space may be
-// full-width too; no item may be part of a longer run of digits):
-//   mobile_cn  mainland mobile 1[3-9] + 9 digits, written 11 or 3-4-4 (single spaces or dashes),
-//              optionally after +86 / 0086 / 86 (glued, or followed by one space or dash)
+// Built-in kinds (digits may be ASCII or full-width ０-９; "+" and "X" may be full-width too; no
+// item may be part of a longer run of digits). Groups of digits are joined by 1-4 separators in
+// any mix: spaces (ASCII, tab, no-break, ideographic), dashes (ASCII, full-width, U+2010-2015,
+// minus) and, for mobile_cn only, dots (. ． ｡ · ・):
+//   mobile_cn  mainland mobile 1[3-9] + 9 digits, grouped 11, 3-4-4, 7-4 or 3-8
+//              ("138.1234.5678", "138  1234-5678", "1381234 5678"), optionally after +86 / 0086 /
+//              86 (glued, or as its own group)
 //   id_cn      18-char resident ID (17 digits + digit or X), MOD 11-2 checksum and a real birth
 //              date 1900-01-01..2099-12-31 at positions 7-14; may be grouped like a card
-//   bank_card  13-19 digits, possibly in groups split by single spaces or dashes, Luhn-valid and
-//              not an id_cn (Luhn passes 1 in 10 random numbers: long order numbers can hit)
-//   email      ASCII local@domain.tld
+//   bank_card  13-19 digits, possibly in groups, Luhn-valid and not an id_cn (Luhn passes 1 in
+//              10 random numbers: long order numbers can hit)
+//   email      local@domain.tld in any script (张三@example.com, ü@例子.com), "@" and dots
+//              possibly full-width (＠ ﹫, ． ｡ 。); the TLD is 2+ letters, CJK ones only after
+//              "." or "．" ("foo@bar。谢谢" ends a sentence)
 // A digit sequence is read group by group from the left; at each group the first of id_cn,
 // mobile_cn, bank_card (longest) that fits is taken, so "13812345678 13987654321" is two mobiles.
-// A number spans at most 5 groups (a card written 4-4-4-4-3).
+// A number spans at most 5 groups (a card written 4-4-4-4-3). Text split across several strings
+// (content parts) is only seen whole if the caller joins it.
 class PiiDetector {
  public:
   // Compiles the built-in and configured patterns. Errors (code "config_invalid", message
@@ -68,6 +74,9 @@ class PiiDetector {
 
   // The text with each match replaced by "[kind]", for logs.
   std::string redact(std::string_view text) const;
+
+  // false when the policy turned detection off (find() then reports nothing).
+  bool enabled() const { return enabled_; }
 
  private:
   struct CustomPattern {

@@ -10,6 +10,9 @@ Result<std::unique_ptr<Router>> Router::create(const Config& config) {
   auto policy = load_router_policy(config.routing.policy_file, config.routing.thresholds_file);
   if (!policy) return policy.error();
   RouterMetrics::set_policy_version((*policy)->version);
+  if (const std::string warning = pii_disabled_warning(**policy); !warning.empty()) {
+    spdlog::warn("{}", warning);
+  }
   return std::unique_ptr<Router>(
       new Router(std::move(*policy), config.routing.policy_file, config.routing.thresholds_file));
 }
@@ -29,17 +32,27 @@ Decision Router::decide(const RouteInput& input, const RouterPolicy& policy,
   return decision;
 }
 
-std::filesystem::file_time_type Router::stamp() const {
-  // The later of the two files' times: either changing triggers a reload. Starts at min(), not
-  // {}: libstdc++'s file_clock epoch is in 2174, so every real mtime is below file_time_type{}.
-  std::filesystem::file_time_type latest = std::filesystem::file_time_type::min();
-  for (const std::string* path : {&policy_file_, &thresholds_file_}) {
-    if (path->empty()) continue;
+Router::~Router() {
+  // A reload in progress finishes (and posts its result) before the router goes.
+  if (reload_thread_) reload_thread_->join();
+}
+
+Router::Stamp Router::stamp() const {
+  Stamp stamp;
+  const std::string* paths[] = {&policy_file_, &thresholds_file_};
+  for (std::size_t i = 0; i < stamp.size(); ++i) {
+    if (paths[i]->empty()) continue;
     std::error_code error;
-    auto time = std::filesystem::last_write_time(*path, error);
-    if (!error && time > latest) latest = time;
+    auto status = std::filesystem::status(*paths[i], error);
+    if (error || !std::filesystem::exists(status)) continue;
+    FileState& state = stamp[i];
+    state.exists = true;
+    state.mtime = std::filesystem::last_write_time(*paths[i], error);
+    if (std::filesystem::is_regular_file(status)) {
+      state.size = std::filesystem::file_size(*paths[i], error);
+    }
   }
-  return latest;
+  return stamp;
 }
 
 Result<std::string> Router::reload(const std::string& trigger) {
@@ -47,6 +60,7 @@ Result<std::string> Router::reload(const std::string& trigger) {
   const auto seen = stamp();
   auto policy = load_router_policy(policy_file_, thresholds_file_);
   loaded_stamp_ = seen;  // a bad file is reported once per change, not on every watch tick
+  changed_stamp_.reset();
   if (!policy) {
     RouterMetrics::count_reload("rejected");
     spdlog::error("policy reload ({}) rejected, keeping {}: {}", trigger, policy_.load()->version,
@@ -54,6 +68,9 @@ Result<std::string> Router::reload(const std::string& trigger) {
     return policy.error();
   }
   std::string version = (*policy)->version;
+  if (const std::string warning = pii_disabled_warning(**policy); !warning.empty()) {
+    spdlog::warn("policy reload ({}): {}", trigger, warning);
+  }
   policy_.store(std::move(*policy));
   RouterMetrics::count_reload("applied");
   RouterMetrics::set_policy_version(version);
@@ -61,14 +78,65 @@ Result<std::string> Router::reload(const std::string& trigger) {
   return version;
 }
 
-void Router::reload_if_changed() {
-  if (policy_file_.empty() && thresholds_file_.empty()) return;
+bool Router::reload_if_changed() {
+  if (policy_file_.empty() && thresholds_file_.empty()) return false;
   {
-    // loaded_stamp_ is written by reload() under the mutex (an admin reload may run right now).
+    // The stamps are written by reload() under the mutex (an admin reload may run right now).
     std::lock_guard lock(reload_mutex_);
-    if (stamp() == loaded_stamp_) return;
+    const Stamp now = stamp();
+    if (now == loaded_stamp_) {
+      changed_stamp_.reset();
+      return false;
+    }
+    // Changed since the last load: wait until a tick finds it as the previous one did, so a
+    // file still being written (its size or time still moving) is not loaded half-way.
+    if (changed_stamp_ != now) {
+      changed_stamp_ = now;
+      return false;
+    }
   }
   (void)reload("file change");
+  return true;
+}
+
+asio::thread_pool& Router::reload_thread() {
+  std::lock_guard lock(reload_thread_mutex_);
+  if (!reload_thread_) reload_thread_ = std::make_unique<asio::thread_pool>(1);
+  return *reload_thread_;
+}
+
+namespace {
+
+// Runs `work` on `worker` and resumes the awaiting coroutine on its own executor with the result.
+// Plain functions, not coroutines: g++ 12 mis-destroys a lambda with init-captures passed as a
+// temporary inside a co_await expression (free(): invalid pointer).
+template <typename T, typename Work>
+awaitable<T> run_on(asio::thread_pool& worker, Work work) {
+  auto initiate = [&worker, work = std::move(work)](auto handler) mutable {
+    // The caller's executor, tracked so its io_context keeps running until the result is back.
+    auto caller = asio::prefer(asio::get_associated_executor(handler),
+                               asio::execution::outstanding_work.tracked);
+    asio::post(worker, [work = std::move(work), handler = std::move(handler),
+                        caller = std::move(caller)]() mutable {
+      T result = work();
+      asio::post(caller, [handler = std::move(handler), result = std::move(result)]() mutable {
+        handler(std::move(result));
+      });
+    });
+  };
+  return asio::async_initiate<decltype(use_awaitable), void(T)>(std::move(initiate),
+                                                                use_awaitable);
+}
+
+}  // namespace
+
+awaitable<Result<std::string>> Router::reload_async(std::string trigger) {
+  return run_on<Result<std::string>>(
+      reload_thread(), [this, trigger = std::move(trigger)] { return reload(trigger); });
+}
+
+awaitable<bool> Router::reload_if_changed_async() {
+  return run_on<bool>(reload_thread(), [this] { return reload_if_changed(); });
 }
 
 }  // namespace hengshi::router

@@ -7,15 +7,24 @@
 // policy stays. What the router has learned survives a reload: the runtime (latency windows,
 // edge LLM speed, sessions) is sized and seeded from the policy at start, so `sessions.*` and
 // the edge LLM priors take effect on restart; cloud P90 priors are read live.
-// Thread-safety: every method may be called from any thread.
+// Reading and parsing the files never runs on an I/O thread: reload_async() runs the reload on
+// the router's own reload thread and resumes the caller on its executor. The file watcher only
+// loads a file that has stopped changing (size and mtime the same on two polls in a row), so a
+// file caught half-written is left until the writer is done.
+// Thread-safety: every method may be called from any thread. Destruction waits for a reload in
+// progress; the executors of pending reload_async() calls must still be running then.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "core/asio.h"
 #include "core/config.h"
 #include "core/result.h"
 #include "router/decide.h"
@@ -35,24 +44,48 @@ class Router {
                   std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   RouterRuntime& runtime() { return *runtime_; }
 
-  // Reloads both files. On error the old policy keeps running and the error is returned.
+  ~Router();
+
+  // Reloads both files on the calling thread (blocking: file I/O and parsing). On error the old
+  // policy keeps running and the error is returned.
   Result<std::string> reload(const std::string& trigger);
-  // Reloads when either file's modification time changed since the last load (file watcher).
-  void reload_if_changed();
+  // The same, run on the router's reload thread; the awaiting coroutine resumes on its own
+  // executor with the result. For POST /admin/reload and SIGHUP on an I/O thread.
+  awaitable<Result<std::string>> reload_async(std::string trigger);
+  // File watcher tick (call every watch_interval_ms, off the I/O threads): reloads when either
+  // file's size or modification time differs from the last load and has stayed the same since
+  // the previous tick. Returns true when it attempted a reload.
+  bool reload_if_changed();
+  // The same tick on the reload thread, resuming the caller on its executor (for a watch timer
+  // on an I/O thread).
+  awaitable<bool> reload_if_changed_async();
 
   const std::string& policy_file() const { return policy_file_; }
   const std::string& thresholds_file() const { return thresholds_file_; }
 
  private:
   Router(std::shared_ptr<const RouterPolicy> policy, std::string policy_file, std::string thresholds_file);
-  std::filesystem::file_time_type stamp() const;
+
+  // What the watcher compares: each file's presence, size and mtime.
+  struct FileState {
+    bool exists = false;
+    std::uintmax_t size = 0;
+    std::filesystem::file_time_type mtime{};
+    bool operator==(const FileState&) const = default;
+  };
+  using Stamp = std::array<FileState, 2>;  // policy file, thresholds file
+  Stamp stamp() const;
+  boost::asio::thread_pool& reload_thread();
 
   std::atomic<std::shared_ptr<const RouterPolicy>> policy_;
   std::unique_ptr<RouterRuntime> runtime_;
   std::string policy_file_;
   std::string thresholds_file_;
-  std::mutex reload_mutex_;  // one reload at a time
-  std::filesystem::file_time_type loaded_stamp_;
+  std::mutex reload_mutex_;  // one reload at a time; guards the stamps below
+  Stamp loaded_stamp_;       // the files as they were when last loaded
+  std::optional<Stamp> changed_stamp_;  // a change seen by the last watch tick, not loaded yet
+  std::mutex reload_thread_mutex_;
+  std::unique_ptr<boost::asio::thread_pool> reload_thread_;  // made on first reload_async()
 };
 
 }  // namespace hengshi::router

@@ -67,9 +67,20 @@ void apply(const YAML::Node& root, Parsed& parsed, RouterPolicy& policy) {
   reject_unknown(root, "", {"pii", "sensitive", "human_message", "capabilities", "confidence",
                             "complexity", "latency", "sessions"});
   if (const YAML::Node pii = root["pii"]) {
-    reject_unknown(pii, "pii", {"enabled", "patterns", "safe_message"});
+    reject_unknown(pii, "pii", {"enabled", "patterns", "safe_message", "non_text_parts"});
     read(pii, "pii", "enabled", parsed.pii.enabled);
     read(pii, "pii", "safe_message", policy.pii_safe_message);
+    if (pii["non_text_parts"]) {
+      std::string non_text = "pin";
+      read(pii, "pii", "non_text_parts", non_text);
+      if (non_text == "pin") {
+        policy.pii_non_text_parts = NonTextParts::kPin;
+      } else if (non_text == "refuse") {
+        policy.pii_non_text_parts = NonTextParts::kRefuse;
+      } else {
+        throw FieldError{"pii.non_text_parts", "must be pin or refuse (got '" + non_text + "')"};
+      }
+    }
     if (const YAML::Node patterns = pii["patterns"]) {
       if (!patterns.IsSequence()) throw FieldError{"pii.patterns", "must be a list of {name, regex}"};
       for (std::size_t i = 0; i < patterns.size(); ++i) {
@@ -181,10 +192,20 @@ Error in_file(const std::string& source, const Error& error) {
 Result<std::shared_ptr<const RouterPolicy>> parse_router_policy(const std::string& yaml_text,
                                                                 const std::string& policy_source,
                                                                 const std::string& thresholds_file) {
-  auto policy = std::make_shared<RouterPolicy>(RouterPolicy{
-      policy_source, "", *PiiDetector::create({}), kDefaultSafeMessage,
-      *SensitiveSignals::create(SensitiveSignals::defaults()), kDefaultHumanMessage,
-      *CapabilityMatrix::create(CapabilityMatrix::defaults()), Thresholds(), {}, {}, 4, {}});
+  auto policy = std::make_shared<RouterPolicy>(
+      RouterPolicy{policy_source,
+                   "",
+                   *PiiDetector::create({}),
+                   kDefaultSafeMessage,
+                   *SensitiveSignals::create(SensitiveSignals::defaults()),
+                   kDefaultHumanMessage,
+                   *CapabilityMatrix::create(CapabilityMatrix::defaults()),
+                   Thresholds(),
+                   {},
+                   {},
+                   4,
+                   {},
+                   NonTextParts::kPin});
   Parsed parsed;
   try {
     apply(YAML::Load(yaml_text), parsed, *policy);
@@ -223,6 +244,12 @@ Result<std::shared_ptr<const RouterPolicy>> parse_router_policy(const std::strin
   policy->version = "pol-" + hex64(XXH64(yaml_text.data(), yaml_text.size(), 0)).substr(0, 8) + "+" +
                     thresholds_version;
   return std::shared_ptr<const RouterPolicy>(std::move(policy));
+}
+
+std::string pii_disabled_warning(const RouterPolicy& policy) {
+  if (policy.pii.enabled()) return "";
+  return "PII detection is disabled by the router policy (" + policy.source + ", pii.enabled: " +
+         "false): requests with personal data or images may be sent to cloud pools";
 }
 
 Result<std::shared_ptr<const RouterPolicy>> load_router_policy(const std::string& policy_file,

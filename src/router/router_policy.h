@@ -5,11 +5,12 @@
 // of one policy and half of another.
 //
 // The policy file is YAML; every section is optional (embedded defaults):
-//   pii:          {enabled, patterns: [{name, regex}], safe_message}
+//   pii:          {enabled, patterns: [{name, regex}], safe_message, non_text_parts: pin|refuse}
 //   sensitive:    [{name, keywords: [...], patterns: [...], target: human|cloud-large}]
 //   human_message: reply sent when a request is handed to a human
-//   capabilities: {<task_type>: {edge: yes|no|partial, max_input_tokens, max_output_tokens, condition}}
-//   confidence:   {default_band: {high, low}, middle_band_route (or edge_verify), low_band_route,
+//   capabilities: {<task_type>: {edge: yes|no|partial, max_input_tokens, max_output_tokens,
+//   condition}} confidence:   {default_band: {high, low}, middle_band_route (or edge_verify),
+//   low_band_route,
 //                  out_of_scope_route}
 //   complexity:   {cloud_large_at}
 //   latency:      {edge_intent_ms, edge_llm_ttft_ms, edge_llm_tokens_per_s, expected_output_tokens,
@@ -53,6 +54,13 @@ struct SessionPolicy {
   std::int64_t max_sessions = 100000;
 };
 
+// What to do with a request that carries parts the PII stage cannot read (images, audio, files):
+// it must never reach a cloud pool unchecked.
+enum class NonTextParts {
+  kPin,     // treated like PII: the edge answers, or the safe message (reason pii_uncheckable)
+  kRefuse,  // route refuse with the safe message (reason non_text_refused)
+};
+
 struct RouterPolicy {
   std::string source;   // "<embedded policy>" or the file, for messages
   std::string version;  // content hash of policy + thresholds version, reported in every decision
@@ -66,6 +74,7 @@ struct RouterPolicy {
   ConfidencePolicy confidence;
   int complexity_cloud_large_at = 4;
   SessionPolicy sessions;
+  NonTextParts pii_non_text_parts = NonTextParts::kPin;  // pii.non_text_parts
 };
 
 // Builds a snapshot from YAML text (policy_source names it in errors) and an optional thresholds
@@ -73,6 +82,10 @@ struct RouterPolicy {
 Result<std::shared_ptr<const RouterPolicy>> parse_router_policy(const std::string& yaml_text,
                                                                 const std::string& policy_source,
                                                                 const std::string& thresholds_file);
+// The warning to log at start and on every reload when the policy turns PII detection off (then
+// personal data and non-text parts may reach cloud pools), or "" when detection is on.
+std::string pii_disabled_warning(const RouterPolicy& policy);
+
 // Same, reading policy_file ("" = the embedded policy).
 Result<std::shared_ptr<const RouterPolicy>> load_router_policy(const std::string& policy_file,
                                                                const std::string& thresholds_file);

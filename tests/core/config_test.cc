@@ -38,11 +38,13 @@ pools:
         api_key_env: SMALL_KEY
         price_input_per_1k: 0.5
         ttft_timeout_ms: 700
-      - base_url: https://example.test/v1
+      - name: b
+        base_url: https://example.test/v1
         model: small-b
   cloud-large:
     members:
-      - base_url: http://127.0.0.1:1235
+      - name: c
+        base_url: http://127.0.0.1:1235
         model: large
 )", "t.yaml");
   ASSERT_TRUE(config.ok()) << config.error().message;
@@ -54,7 +56,42 @@ pools:
   EXPECT_EQ(small->members[0].api_key_env, "SMALL_KEY");
   EXPECT_DOUBLE_EQ(small->members[0].price_input_per_1k, 0.5);
   EXPECT_EQ(small->members[0].ttft_timeout_ms, 700);
-  EXPECT_EQ(small->members[1].name, "https://example.test/v1");  // name defaults to the URL
+  EXPECT_EQ(small->members[1].name, "b");
+  EXPECT_FALSE(small->members[0].allow_plaintext);
+  EXPECT_EQ(small->members[0].max_response_bytes, 8 << 20);
+  EXPECT_EQ(small->members[0].max_stream_bytes, 64 << 20);
+  EXPECT_FALSE(config->server.expose_figures);
+  EXPECT_EQ(config->cloud.max_in_flight_response_bytes, std::int64_t{256} << 20);
+}
+
+TEST(ConfigTest, ReadsUpstreamBoundsExposeFiguresAndTheCloudBudget) {
+  auto config = load_config_text(R"(
+server: {expose_figures: true}
+cloud: {max_in_flight_response_bytes: 1000000}
+pools:
+  cloud-small:
+    members:
+      - {name: lan, base_url: 'http://10.0.0.5:8000/v1', model: m, allow_plaintext: true,
+         max_response_bytes: 4096, max_stream_bytes: 65536}
+)", "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_TRUE(config->server.expose_figures);
+  EXPECT_EQ(config->cloud.max_in_flight_response_bytes, 1000000);
+  const UpstreamConfig& lan = config->find_pool("cloud-small")->members.at(0);
+  EXPECT_TRUE(lan.allow_plaintext);
+  EXPECT_EQ(lan.max_response_bytes, 4096);
+  EXPECT_EQ(lan.max_stream_bytes, 65536);
+}
+
+TEST(ConfigTest, PlainHttpToLoopbackNeedsNoOptIn) {
+  for (const char* url : {"http://127.0.0.1:9/v1", "http://127.8.9.10/v1", "http://localhost:9",
+                          "http://[::1]:9/v1"}) {
+    auto config = load_config_text(
+        std::string("pools: {cloud-small: {members: [{name: a, model: m, base_url: '") + url +
+            "'}]}}",
+        "t.yaml");
+    EXPECT_TRUE(config.ok()) << url << ": " << config.error().message;
+  }
 }
 
 struct BadCase {
@@ -80,20 +117,36 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"server: {threads: many}", "server.threads: must be an integer"},
         BadCase{"server: {lisen: 1}", "server.lisen: unknown field"},
         BadCase{"surprise: 1", "surprise: unknown field"},
-        BadCase{"pools: {cloud-small: {members: [{base_url: 'ftp://x', model: m}]}}",
+        BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'ftp://x', model: m}]}}",
                 "pools.cloud-small.members[0].base_url"},
-        BadCase{"pools: {cloud-small: {members: [{base_url: 'http://x'}]}}",
+        BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'http://127.0.0.1'}]}}",
                 "pools.cloud-small.members[0].model: is required"},
-        BadCase{"pools: {cloud-small: {members: [{base_url: 'http://x', model: m, api_key: sk-1}]}}",
+        BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'http://127.0.0.1', model: m, api_key: sk-1}]}}",
                 "api_key_env"},
-        BadCase{"pools: {cloud-medium: {members: [{base_url: 'http://x', model: m}]}}",
+        BadCase{"pools: {cloud-medium: {members: [{name: a, base_url: 'http://127.0.0.1', model: m}]}}",
                 "pools.cloud-medium: unknown pool"},
-        BadCase{"pools: {cloud-small: {balancer: random, members: [{base_url: 'http://x', model: m}]}}",
+        BadCase{"pools: {cloud-small: {balancer: random, members: [{name: a, base_url: 'http://127.0.0.1', model: m}]}}",
                 "balancer"},
         BadCase{"pools: {cloud-small: {members: []}}", "members: must not be empty"},
-        BadCase{"pools: {cloud-large: {members: [{base_url: 'http://x', model: m}]}}",
+        BadCase{"pools: {cloud-large: {members: [{name: a, base_url: 'http://127.0.0.1', model: m}]}}",
                 "routing.default_pool"},
-        BadCase{"server: [1, 2", "line"}));
+        BadCase{"server: [1, 2", "line"},
+        BadCase{"pools: {cloud-small: {members: [{base_url: 'https://x', model: m}]}}",
+                "pools.cloud-small.members[0].name: is required"},
+        BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'http://api.example.com/v1', "
+                "model: m}]}}",
+                "pools.cloud-small.members[0].allow_plaintext"},
+        BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'http://10.1.2.3', model: m}]}}",
+                "allow_plaintext: true"},
+        BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'http://127.0.0.1', model: m, "
+                "max_stream_bytes: 0}]}}",
+                "members[0].max_stream_bytes: must be > 0"},
+        BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'http://127.0.0.1', model: m, "
+                "max_response_bytes: -5}]}}",
+                "members[0].max_response_bytes: must be > 0"},
+        BadCase{"cloud: {max_in_flight_response_bytes: 0}", "cloud.max_in_flight_response_bytes"},
+        BadCase{"cloud: {budget: 1}", "cloud.budget: unknown field"},
+        BadCase{"server: {expose_figures: maybe}", "server.expose_figures"}));
 
 TEST(ConfigTest, FileThatCannotBeOpenedIsNamed) {
   auto config = load_config_file("/nonexistent/hengshi.yaml");

@@ -276,6 +276,291 @@ TEST_F(DecideTest, NearMissNumbersAreNotPii) {
   }
 }
 
+// ---- 1. hard constraints: PII anywhere in the forwarded body, and parts it cannot read ----
+
+using nlohmann::json;
+
+json text_part(const std::string& text) { return {{"type", "text"}, {"text", text}}; }
+json user_message(json content) { return {{"role", "user"}, {"content", std::move(content)}}; }
+
+// What parse_chat_request makes of `body`, as the server would route it.
+ChatRequest parsed(const json& body) {
+  auto request = parse_chat_request(body.dump());
+  EXPECT_TRUE(request.ok()) << (request.ok() ? "" : request.error().message) << "\n" << body.dump();
+  return request.ok() ? std::move(*request) : ChatRequest{};
+}
+
+RouteInput routed(const ChatRequest& request) {
+  RouteInput input = route_input(request, 60'000);
+  input.pools = {"cloud-small", "cloud-large"};
+  return input;
+}
+
+// A plain request whose messages say nothing personal; `edit` puts the PII somewhere else.
+json harmless_body() {
+  return {{"model", "auto"}, {"messages", json::array({user_message(kSimpleText)})}};
+}
+
+struct BodyPlace {
+  std::string name;
+  json body;
+};
+
+// Every place outside the message text where a caller's string is forwarded upstream.
+std::vector<BodyPlace> pii_outside_the_messages(const std::string& pii) {
+  std::vector<BodyPlace> places;
+  const auto with = [&](const std::string& name, auto edit) {
+    json body = harmless_body();
+    edit(body);
+    places.push_back({name, std::move(body)});
+  };
+  with("tool call arguments", [&](json& body) {
+    body["messages"] = json::array(
+        {user_message("look me up"),
+         {{"role", "assistant"},
+          {"content", nullptr},
+          {"tool_calls",
+           json::array(
+               {{{"id", "call_1"},
+                 {"type", "function"},
+                 {"function", {{"name", "lookup"}, {"arguments", json{{"who", pii}}.dump()}}}}})}},
+         {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "found"}},
+         user_message(kSimpleText)});
+  });
+  with("message name", [&](json& body) { body["messages"][0]["name"] = pii; });
+  with("user", [&](json& body) { body["user"] = pii; });
+  with("metadata value", [&](json& body) { body["metadata"] = {{"contact", pii}}; });
+  with("metadata key", [&](json& body) { body["metadata"] = {{pii, "contact"}}; });
+  const auto tool = [](const std::string& name, const std::string& description, json parameters) {
+    return json{
+        {"type", "function"},
+        {"function",
+         {{"name", name}, {"description", description}, {"parameters", std::move(parameters)}}}};
+  };
+  const json no_parameters = {{"type", "object"}, {"properties", json::object()}};
+  with("tool description", [&](json& body) {
+    body["tools"] = json::array({tool("notify", "notifies " + pii, no_parameters)});
+  });
+  with("tool parameters", [&](json& body) {
+    body["tools"] = json::array({tool(
+        "notify", "notifies someone",
+        {{"type", "object"}, {"properties", {{"to", {{"type", "string"}, {"default", pii}}}}}})});
+  });
+  with("function name", [&](json& body) {
+    body["tools"] = json::array({tool("notify_" + pii, "notifies someone", no_parameters)});
+  });
+  with("legacy functions", [&](json& body) {
+    body["functions"] = json::array({{{"name", "notify"}, {"description", "to " + pii}}});
+  });
+  with("prediction", [&](json& body) {
+    body["prediction"] = {{"type", "content"}, {"content", "draft reply to " + pii}};
+  });
+  with("prediction parts", [&](json& body) {
+    body["prediction"] = {{"type", "content"}, {"content", json::array({text_part("to " + pii)})}};
+  });
+  with("stop", [&](json& body) { body["stop"] = json::array({pii}); });
+  return places;
+}
+
+TEST_F(DecideTest, PiiAnywhereInTheForwardedBodyPinsToTheEdge) {
+  const std::vector<std::pair<std::string, std::string>> items = {
+      {"mobile_cn", std::string(kMobile)},
+      {"mobile_cn", "138.1234.5678"},
+      {"id_cn", valid_id()},
+      {"bank_card", valid_card()},
+      {"email", std::string(kEmail)},
+      {"email", "张三＠example．com"}};
+  for (const auto& [kind, pii] : items) {
+    for (const BodyPlace& place : pii_outside_the_messages(pii)) {
+      SCOPED_TRACE(kind + " " + pii + " in " + place.name);
+      const ChatRequest request = parsed(place.body);
+      for (const std::string_view text : route_input(request, 1).texts) {
+        ASSERT_FALSE(default_policy().pii.contains(text)) << "the PII must not be in a message";
+      }
+      RouteInput input = routed(request);
+      for (const std::string model : {"auto", "cloud-large", "cloud-small"}) {
+        input.model = model;  // not even a pinned cloud pool reaches upstream
+        input.llm_available = true;
+        Decision decision = run(input);
+        expect_route(decision, "edge", "pii_pin");
+        EXPECT_EQ(decision.edge_engine, "llm");
+        EXPECT_EQ(decision.figures["pii"], json::array({kind}));
+        input.llm_available = false;
+        expect_route(run(input), "refuse", "pii_pin");
+      }
+    }
+  }
+}
+
+TEST_F(DecideTest, IntegersBelowTheTopLevelAreScannedTopLevelParametersAreNot) {
+  json body = harmless_body();
+  body["metadata"] = {{"phone", 13812345678}};
+  expect_route(run(routed(parsed(body))), "refuse", "pii_pin");
+  body = harmless_body();
+  body["tools"] =
+      json::array({{{"type", "function"},
+                    {"function", {{"name", "f"}, {"parameters", {{"default", 13812345678}}}}}}});
+  expect_route(run(routed(parsed(body))), "refuse", "pii_pin");
+  // A seed is the API's own number, not the caller's data.
+  body = harmless_body();
+  body["seed"] = 13812345678;
+  expect_route(run(routed(parsed(body))), "cloud-small", "default_pool");
+}
+
+TEST_F(DecideTest, PiiSplitAcrossContentPartsIsCaught) {
+  const std::vector<std::vector<std::string>> splits = {
+      {"call me on 138", "12345678"},
+      {"call me on 138 1234", " 5678"},
+      {"call me on ", "138", ".1234.", "5678", " thanks"},
+      {"id ", valid_id().substr(0, 9), valid_id().substr(9)},
+      {"card ", valid_card().substr(0, 8), valid_card().substr(8)},
+      {"mail li.lei@", "example.com"},
+      {"mail li.lei", "@example", ".com"}};
+  for (const auto& parts : splits) {
+    SCOPED_TRACE(parts[1]);
+    json content = json::array();
+    for (const std::string& part : parts) content.push_back(text_part(part));
+    const ChatRequest request = parsed({{"messages", json::array({user_message(content)})}});
+    // The flattened text joins parts with a newline, which hides the number.
+    ASSERT_FALSE(default_policy().pii.contains(request.messages[0].text));
+    expect_route(run(routed(request)), "refuse", "pii_pin");
+  }
+  // Parts that only look alike when joined stay harmless: an 8-digit order number.
+  const ChatRequest order = parsed(
+      {{"messages",
+        json::array({user_message(json::array({text_part("order 1234"), text_part("5678")}))})}});
+  expect_route(run(routed(order)), "cloud-small", "default_pool");
+}
+
+json with_part(json part) {
+  return {{"messages",
+           json::array({user_message(json::array({text_part(kSimpleText), std::move(part)}))})}};
+}
+
+const json kImagePart = {{"type", "image_url"},
+                         {"image_url", {{"url", "https://example.com/a.png"}}}};
+const json kAudioPart = {{"type", "input_audio"},
+                         {"input_audio", {{"data", "UklGRg=="}, {"format", "wav"}}}};
+const json kFilePart = {{"type", "file"}, {"file", {{"file_id", "file-1"}}}};
+
+TEST_F(DecideTest, NonTextPartsArePinnedLikePiiByDefault) {
+  for (const json& part : {kImagePart, kAudioPart, kFilePart}) {
+    const std::string kind = part["type"];
+    SCOPED_TRACE(kind);
+    const ChatRequest request = parsed(with_part(part));
+    RouteInput input = routed(request);
+    EXPECT_TRUE(input.has_non_text_parts);
+    EXPECT_EQ(input.non_text_kinds, std::vector<std::string>{kind});
+
+    const edge::IntentPrediction confident = in_scope(0.95);
+    input.prediction = &confident;
+    Decision decision = run(input);
+    expect_route(decision, "edge", "pii_uncheckable");
+    EXPECT_EQ(decision.edge_engine, "intent");
+    EXPECT_EQ(decision.figures["non_text_parts"], json::array({kind}));
+    EXPECT_FALSE(decision.figures.contains("pii"));
+
+    input.prediction = nullptr;
+    input.llm_available = true;
+    for (const std::string model : {"auto", "cloud-large", "cloud-small"}) {
+      input.model = model;
+      decision = run(input);
+      expect_route(decision, "edge", "pii_uncheckable");
+      EXPECT_EQ(decision.edge_engine, "llm");
+    }
+    input.llm_available = false;
+    expect_route(run(input), "refuse", "pii_uncheckable");
+  }
+}
+
+TEST_F(DecideTest, NonTextPartsCanBeRefusedByPolicy) {
+  const auto policy = policy_from("pii: {non_text_parts: refuse}\n");
+  json body = with_part(kImagePart);
+  body["messages"].push_back(user_message(json::array({kAudioPart, kImagePart, text_part("hi")})));
+  const ChatRequest request = parsed(body);  // RouteInput holds views into it
+  RouteInput input = routed(request);
+  EXPECT_EQ(input.non_text_kinds, (std::vector<std::string>{"image_url", "input_audio"}));
+  const edge::IntentPrediction confident = in_scope(0.99);
+  input.prediction = &confident;
+  input.llm_available = true;
+  input.model = "cloud-large";
+  Decision decision = run(input, *policy);
+  expect_route(decision, "refuse", "non_text_refused");
+  EXPECT_EQ(decision.figures["non_text_parts"], json::array({"image_url", "input_audio"}));
+
+  // With PII as well: still refused, and both are in the figures.
+  body["user"] = std::string(kEmail);
+  const ChatRequest with_pii = parsed(body);
+  decision = run(routed(with_pii), *policy);
+  expect_route(decision, "refuse", "non_text_refused");
+  EXPECT_EQ(decision.figures["pii"], json::array({"email"}));
+
+  // A text-only request is not affected by the setting.
+  expect_route(run(routed(parsed(harmless_body())), *policy), "cloud-small", "default_pool");
+}
+
+TEST_F(DecideTest, MediaOutsideContentPartsIsNonText) {
+  json body = harmless_body();
+  body["audio"] = {{"voice", "alloy"}, {"format", "wav"}};  // output settings: nothing to check
+  body["modalities"] = json::array({"text", "audio"});
+  expect_route(run(routed(parsed(body))), "cloud-small", "default_pool");
+
+  body["audio"]["data"] = "UklGRg==";
+  expect_route(run(routed(parsed(body))), "refuse", "pii_uncheckable");
+
+  body = harmless_body();
+  body["input_audio"] = {{"data", "UklGRg=="}};
+  EXPECT_EQ(routed(parsed(body)).non_text_kinds, std::vector<std::string>{"input_audio"});
+
+  body = harmless_body();
+  body["prediction"] = {{"type", "content"}, {"content", json::array({kImagePart})}};
+  EXPECT_EQ(routed(parsed(body)).non_text_kinds, std::vector<std::string>{"image_url"});
+
+  // A caller's own type name never reaches the figures as such.
+  const Decision decision = run(routed(parsed(with_part({{"type", "hologram"}}))));
+  expect_route(decision, "refuse", "pii_uncheckable");
+  EXPECT_EQ(decision.figures["non_text_parts"], json::array({"other"}));
+}
+
+TEST_F(DecideTest, RefusalPartsAreText) {
+  json body = harmless_body();
+  body["messages"].push_back(
+      {{"role", "assistant"},
+       {"content", json::array({{{"type", "refusal"}, {"refusal", "I cannot call 138"}},
+                                text_part("12345678")})}});
+  body["messages"].push_back(user_message(kSimpleText));
+  const ChatRequest request = parsed(body);
+  const RouteInput input = routed(request);
+  EXPECT_FALSE(input.has_non_text_parts);
+  expect_route(run(input), "refuse", "pii_pin");  // the parts joined: "...138" + "12345678"
+}
+
+TEST_F(DecideTest, BodyWalkIsBoundedInDepth) {
+  ChatRequest request = parsed(harmless_body());
+  json deep = "13812345678";
+  for (int depth = 0; depth < 63; ++depth) deep = json::array({std::move(deep)});
+  request.body["metadata"] = deep;  // the string sits at depth 64: still read
+  RouteInput input = routed(request);
+  EXPECT_FALSE(input.has_non_text_parts);
+  expect_route(run(input), "refuse", "pii_pin");
+
+  // Deeper than the walk goes (the parser already stops at 64): not checked, so not forwarded.
+  json deeper = "harmless";
+  for (int depth = 0; depth < kMaxScanDepth + 10; ++depth)
+    deeper = json::array({std::move(deeper)});
+  request.body["metadata"] = deeper;
+  input = routed(request);
+  EXPECT_EQ(input.non_text_kinds, std::vector<std::string>{"nesting_too_deep"});
+  expect_route(run(input), "refuse", "pii_uncheckable");
+}
+
+TEST_F(DecideTest, PiiDisabledTurnsTheWholeStageOff) {
+  const auto policy = policy_from("pii: {enabled: false, non_text_parts: refuse}\n");
+  json body = with_part(kImagePart);
+  body["user"] = std::string(kEmail);
+  expect_route(run(routed(parsed(body)), *policy), "cloud-small", "default_pool");
+}
+
 TEST_F(DecideTest, PiiDisabledInThePolicyIsNotAPin) {
   const auto policy = policy_from("pii: {enabled: false}\n");
   const std::vector<std::string> texts = {"call " + std::string(kMobile)};
@@ -283,8 +568,15 @@ TEST_F(DecideTest, PiiDisabledInThePolicyIsNotAPin) {
   expect_route(decision, "cloud-small", "default_pool");
 }
 
-// Everything a request can carry, at random, plus some PII: the answer is always the edge or the
-// safe refusal, never a cloud pool or a human (a hand-off would show the PII to the agent's tools).
+bool has_pii_in_texts(const ChatRequest& request, const RouterPolicy& policy) {
+  return std::any_of(request.messages.begin(), request.messages.end(),
+                     [&](const ChatMessage& message) { return policy.pii.contains(message.text); });
+}
+
+// Everything a request can carry, at random, plus some PII — in a message, split across content
+// parts, or anywhere else in the body that goes upstream — or a part the scan cannot read: the
+// answer is always the edge or the safe refusal, never a cloud pool or a human (a hand-off would
+// show the PII to the agent's tools).
 TEST_F(DecideTest, PropertyPiiIsNeverSentToTheCloudWhateverElseTheRequestSays) {
   std::mt19937 random(20261129);
   const auto pick = [&](const auto& options) {
@@ -309,6 +601,7 @@ TEST_F(DecideTest, PropertyPiiIsNeverSentToTheCloudWhateverElseTheRequestSays) {
   Clock::time_point now = now_;
   RouterRuntime runtime(default_policy());
   int seen_edge_intent = 0, seen_edge_llm = 0, seen_refuse = 0;
+  int seen_pii_outside_messages = 0, seen_uncheckable = 0, seen_non_text_refused = 0;
   for (int i = 0; i < 2000; ++i) {
     now += std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 20'000)(random));
 
@@ -348,10 +641,73 @@ TEST_F(DecideTest, PropertyPiiIsNeverSentToTheCloudWhateverElseTheRequestSays) {
     if (chance(0.3)) texts.front() += " " + pick(sensitive);
     const std::size_t pii_at =
         std::uniform_int_distribution<std::size_t>(0, texts.size() - 1)(random);
-    texts[pii_at] += (chance(0.5) ? " " : "，") + pick(pii) + (chance(0.5) ? " ok" : "。");
-    if (chance(0.2)) texts[0] += " also " + pick(pii) + " ";
+    const std::string item = pick(pii);
+    // Where the PII sits: 0 a message's text, 1 split across two of its content parts, 2-10
+    // only outside the messages' text (tool call arguments, user, metadata, a tool's description
+    // or name, prediction, a message's name), 11 nowhere: a part the scan cannot read instead.
+    const int place = std::uniform_int_distribution<int>(0, 11)(random);
+    if (place == 0)
+      texts[pii_at] += (chance(0.5) ? " " : "，") + item + (chance(0.5) ? " ok" : "。");
+    bool has_pii = place != 11;
+    if (chance(0.2)) {
+      texts[0] += " also " + pick(pii) + " ";
+      has_pii = true;
+    }
+    const bool has_non_text = place == 11 || chance(0.15);
 
-    RouteInput input = input_for(texts);
+    json messages = json::array();
+    for (std::size_t m = 0; m < texts.size(); ++m) {
+      const bool last = m + 1 == texts.size();
+      json message = {{"role", last || m % 2 == 0 ? "user" : "assistant"}, {"content", texts[m]}};
+      if (chance(0.3) || (place == 1 && m == pii_at)) {
+        json parts = json::array({text_part(texts[m])});
+        if (place == 1 && m == pii_at) {  // "…138" + "12345678 …": split anywhere inside
+          const std::size_t cut =
+              std::uniform_int_distribution<std::size_t>(1, item.size() - 1)(random);
+          parts.push_back(text_part(" " + item.substr(0, cut)));
+          parts.push_back(text_part(item.substr(cut) + " ok"));
+        }
+        message["content"] = std::move(parts);
+      }
+      if (place == 10 && m == pii_at) message["name"] = item;
+      messages.push_back(std::move(message));
+    }
+    if (has_non_text) {
+      json& target = messages[pii_at];
+      if (!target["content"].is_array())
+        target["content"] = json::array({text_part(texts[pii_at])});
+      target["content"].push_back(pick(std::vector<json>{kImagePart, kAudioPart, kFilePart}));
+    }
+    json body = {{"model", "auto"}, {"messages", std::move(messages)}};
+    const json tool = {{"type", "function"},
+                       {"function",
+                        {{"name", place == 6 ? "notify_" + item : "notify"},
+                         {"description", place == 5 ? "notifies " + item : "notifies someone"},
+                         {"parameters", {{"type", "object"}, {"properties", json::object()}}}}}};
+    if (place == 5 || place == 6 || chance(0.3)) body["tools"] = json::array({tool});
+    if (place == 2) {
+      const json call = {
+          {"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "lookup"}, {"arguments", json{{"who", item}}.dump()}}}};
+      const json assistant = {
+          {"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}};
+      body["messages"].insert(body["messages"].begin(), assistant);
+    }
+    if (place == 3) body["user"] = item;
+    if (place == 4) body["metadata"] = {{"contact", item}};
+    if (place == 7) body["metadata"] = {{item, "contact"}};
+    if (place == 8) body["prediction"] = {{"type", "content"}, {"content", "draft to " + item}};
+    if (place == 9)
+      body["functions"] = json::array({{{"name", "f"}, {"description", "to " + item}}});
+    if (chance(0.3)) body["metadata"]["order"] = "order 2023112912345678901";  // near-miss noise
+    policy.pii_non_text_parts = chance(0.3) ? NonTextParts::kRefuse : NonTextParts::kPin;
+
+    const ChatRequest request = parsed(body);
+    if (place >= 2 && place <= 10 && !has_pii_in_texts(request, default_policy())) {
+      ++seen_pii_outside_messages;
+    }
+    RouteInput input = route_input(request, 0);
     input.model = pick(models);
     input.task_type = pick(tasks);
     input.session_id = session;
@@ -377,11 +733,24 @@ TEST_F(DecideTest, PropertyPiiIsNeverSentToTheCloudWhateverElseTheRequestSays) {
     const Decision decision = decide(input, policy, runtime, now);
     SCOPED_TRACE("case " + std::to_string(i) + ": " + decision.figures.dump());
     ASSERT_TRUE(decision.route == "edge" || decision.route == "refuse") << decision.route;
-    ASSERT_EQ(decision.reason, "pii_pin");
     ASSERT_EQ(decision.fallback_type, "");
-    ASSERT_TRUE(decision.figures.contains("pii"));
-    ASSERT_FALSE(decision.figures["pii"].empty());
+    ASSERT_EQ(decision.figures.contains("pii"), has_pii);
+    if (has_pii) {
+      ASSERT_FALSE(decision.figures["pii"].empty());
+    }
+    ASSERT_EQ(decision.figures.contains("non_text_parts"), has_non_text);
+    if (has_non_text) {
+      ASSERT_FALSE(decision.figures["non_text_parts"].empty());
+    }
     ASSERT_EQ(decision.figures["policy"], policy.version);
+    if (has_non_text && policy.pii_non_text_parts == NonTextParts::kRefuse) {
+      ASSERT_EQ(decision.route, "refuse");
+      ASSERT_EQ(decision.reason, "non_text_refused");
+      ++seen_non_text_refused;
+      continue;
+    }
+    ASSERT_EQ(decision.reason, has_pii ? "pii_pin" : "pii_uncheckable");
+    if (!has_pii) ++seen_uncheckable;
 
     // Which edge engine, exactly as the contract says.
     const Band band =
@@ -403,6 +772,9 @@ TEST_F(DecideTest, PropertyPiiIsNeverSentToTheCloudWhateverElseTheRequestSays) {
   EXPECT_GT(seen_edge_intent, 50);
   EXPECT_GT(seen_edge_llm, 50);
   EXPECT_GT(seen_refuse, 50);
+  EXPECT_GT(seen_pii_outside_messages, 500);
+  EXPECT_GT(seen_uncheckable, 50);
+  EXPECT_GT(seen_non_text_refused, 50);
 }
 
 // ---- 1. hard constraints: sensitive signals ----
@@ -1033,6 +1405,7 @@ TEST(RouteInputTest, ReadsTheRequest) {
   request.max_tokens = 64;
   request.body = nlohmann::json{{"response_format", {{"type", "json_schema"}}},
                                 {"tools", nlohmann::json::array({{{"type", "function"}}})}};
+  request.response_format = "json_schema";  // parse_chat_request reads it from the body
   const RouteInput input = route_input(request, 1234);
   EXPECT_EQ(input.model, "auto");
   ASSERT_EQ(input.texts.size(), 4u);
@@ -1052,6 +1425,32 @@ TEST(RouteInputTest, ReadsTheRequest) {
   RouteInput routed = input;
   routed.pools = {"cloud-small", "cloud-large"};
   EXPECT_EQ(decide(routed, default_policy(), runtime).reason, "pii_pin");
+}
+
+TEST(RouteInputTest, CollectsEveryForwardedStringOnce) {
+  const ChatRequest request = parsed(
+      {{"model", "auto"},
+       {"messages", json::array({user_message("hello one"),
+                                 user_message(json::array(
+                                     {text_part("part a"), text_part("part b"), kImagePart}))})},
+       {"user", "u-1"},
+       {"metadata", {{"k", "v"}, {"n", 7}}},
+       {"max_tokens", 9}});
+  const RouteInput input = route_input(request, 1);
+  const auto forwarded = [&](std::string_view text) {
+    return std::count(input.forwarded_strings.begin(), input.forwarded_strings.end(), text);
+  };
+  for (const std::string_view text :
+       {"u-1", "k", "v", "user", "metadata", "messages", "role", "content", "image_url",
+        "https://example.com/a.png", "auto"}) {
+    EXPECT_GE(forwarded(text), 1) << text;
+  }
+  // The message text is scanned through `texts`, not a second time.
+  for (const std::string_view text : {"hello one", "part a", "part b"})
+    EXPECT_EQ(forwarded(text), 0) << text;
+  EXPECT_EQ(input.texts[1], "part a\npart b");
+  EXPECT_EQ(input.derived_strings, (std::vector<std::string>{"7", "part apart b"}));
+  EXPECT_EQ(input.non_text_kinds, std::vector<std::string>{"image_url"});
 }
 
 }  // namespace

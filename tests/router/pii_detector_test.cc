@@ -60,6 +60,12 @@ std::string make_id(const std::string& date) {
   return make_id(date, [](const std::string&) { return true; });
 }
 
+// An ID written 6-8-4 with double spaces and a dash.
+std::string id_grouped_like_a_card() {
+  const std::string id = make_id("19900307");
+  return id.substr(0, 6) + "  " + id.substr(6, 8) + " - " + id.substr(14);
+}
+
 PiiDetector detector(const PiiConfig& config = {}) {
   auto created = PiiDetector::create(config);
   EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.error().message);
@@ -99,6 +105,54 @@ TEST(PiiDetectorTest, FindsMobileNumbers) {
         "１３８１２３４５６７８"}) {  // full-width digits, as Chinese IMEs type them
     expect_whole(pii, text, "mobile_cn");
   }
+}
+
+// Ways people (or a client trying to slip past the router) write a mobile number.
+TEST(PiiDetectorTest, FindsMobileNumbersWrittenEvasively) {
+  const PiiDetector pii = detector();
+  for (const std::string text : {"138.1234.5678",       // dots
+                                 "138  1234  5678",     // double spaces
+                                 "138   1234    5678",  // several spaces
+                                 "138 - 1234 - 5678",   // mixed separators
+                                 "138-1234 5678",
+                                 "138.1234-5678",
+                                 "138 .1234. 5678",
+                                 "138\t1234\t5678",          // tabs
+                                 "138\u00a01234\u00a05678",  // no-break spaces
+                                 "138\u20131234\u20145678",  // en and em dashes
+                                 "138·1234·5678",
+                                 "138・1234・5678",  // middle dots
+                                 "1381234 5678",
+                                 "1381234-5678",                // 7-4
+                                 "138 12345678",                // 3-8
+                                 "１３８．１２３４．５６７８",  // full-width digits and dots
+                                 "１３８－１２３４－５６７８",  // full-width dashes
+                                 "１３８　１２３４　５６７８",  // ideographic spaces
+                                 "１３８１２３４　５６７８",    // full-width 7-4
+                                 "+86.138.1234.5678",
+                                 "+86  138  1234  5678",
+                                 "＋８６　１３８．１２３４．５６７８",
+                                 "0086 - 138 - 1234 - 5678"}) {
+    expect_whole(pii, text, "mobile_cn");
+  }
+  const std::string prefix = "手机：";
+  EXPECT_THAT(pii.find(prefix + "138.1234.5678。"),
+              ElementsAre(PiiMatch{"mobile_cn", prefix.size(), 13}));
+}
+
+TEST(PiiDetectorTest, EvasionRulesKeepTheirNearMisses) {
+  const PiiDetector pii = detector();
+  expect_none(pii, "138     1234 5678");  // five spaces: more than a separator
+  expect_none(pii, "1381 2345 678");      // 4-4-3 is not how a mobile is written
+  expect_none(pii, "13.812.345.678");     // nor 2-3-3-3
+  expect_none(pii, "138.1234.56789");     // 12 digits
+  expect_none(pii, "128.1234.5678");      // no mobile starts 12
+  expect_none(pii, "version 13.8.1234.5678");
+  // Dots join phone numbers only: a decimal never becomes a card or an ID.
+  const std::string card = with_luhn_digit("622202123456789");
+  expect_none(pii, "amount " + card.substr(0, 4) + "." + card.substr(4) + " yuan");
+  const std::string id = make_id("19900307");
+  expect_none(pii, id.substr(0, 10) + "." + id.substr(10));
 }
 
 TEST(PiiDetectorTest, FindsMobileInsideChineseText) {
@@ -194,6 +248,11 @@ TEST(PiiDetectorTest, FindsBankCards) {
                                 card19.substr(8, 4) + " " + card19.substr(12, 4) + " " +
                                 card19.substr(16);
   expect_whole(pii, grouped19, "bank_card");
+  // Separators of any width and number (up to four) join groups as they do for phones.
+  expect_whole(pii, "4111  1111 1111 1111", "bank_card");
+  expect_whole(pii, "4111 - 1111 - 1111 - 1111", "bank_card");
+  expect_whole(pii, "４１１１　１１１１　１１１１　１１１１", "bank_card");
+  expect_whole(pii, id_grouped_like_a_card(), "id_cn");
 
   const std::string prefix = "卡号";
   EXPECT_THAT(pii.find(prefix + card16 + "，谢谢"),
@@ -206,7 +265,7 @@ TEST(PiiDetectorTest, BankCardNearMisses) {
   invalid.back() = static_cast<char>('0' + (invalid.back() - '0' + 1) % 10);
   expect_none(pii, invalid);                           // Luhn-invalid 16 digits
   expect_none(pii, with_luhn_digit("62220212345"));    // 12 digits: too short
-  expect_none(pii, "4111  1111 1111 1111");            // a double space splits the groups
+  expect_none(pii, "4111     1111 1111 1111");         // five spaces split the groups
   expect_none(pii, "amount 4111.1111111111111 yuan");  // the dot splits it into short runs
 }
 
@@ -222,10 +281,31 @@ TEST(PiiDetectorTest, FindsEmails) {
   EXPECT_THAT(pii.find("mail me@example.com."), ElementsAre(PiiMatch{"email", 5, 14}));
 }
 
+TEST(PiiDetectorTest, FindsInternationalAndFullWidthEmails) {
+  const PiiDetector pii = detector();
+  for (const std::string text :
+       {"张三@example.com", "ü@例子.com", "josé.garcía@correo.es", "ИВАН@почта.рф",
+        "zhang＠example．com", "zhang＠example.com", "zhang@example．com．cn", "zhang﹫example.com",
+        "ｚｈａｎｇ＠ｅｘａｍｐｌｅ．ｃｏｍ", "zhang@example。com", "用户@例子.公司",
+        "13812345678＠qq．com"}) {
+    expect_whole(pii, text, "email");
+  }
+  // A CJK local part runs to the start of the CJK run; a Latin one stops at CJK text.
+  const std::string prefix = "联系人：";
+  EXPECT_THAT(
+      pii.find(prefix + "张三@example.com。"),
+      ElementsAre(PiiMatch{"email", prefix.size(), std::string("张三@example.com").size()}));
+  EXPECT_THAT(pii.find("邮箱zhang＠example．com，谢谢"),
+              ElementsAre(PiiMatch{"email", std::string("邮箱").size(),
+                                   std::string("zhang＠example．com").size()}));
+}
+
 TEST(PiiDetectorTest, EmailNearMisses) {
   const PiiDetector pii = detector();
   for (const std::string text :
-       {"foo@bar", "@example.com", "user@.com", "user@example.c", "price @ 5 yuan", "a @ b.com"}) {
+       {"foo@bar", "@example.com", "user@.com", "user@example.c", "price @ 5 yuan", "a @ b.com",
+        "foo@bar。谢谢",  // a sentence ending is not a Han TLD
+        "张三＠", "价格＠５元", "a＠b", "＠example．com", "user@例子.c"}) {
     expect_none(pii, text);
   }
 }
@@ -265,9 +345,10 @@ TEST(PiiDetectorTest, DisabledDetectsNothing) {
 
 TEST(PiiDetectorTest, ContainsAgreesWithFind) {
   const PiiDetector pii = detector();
-  for (const std::string& text :
-       std::vector<std::string>{"", "hello", "13812345678", "x 4111 1111 1111 1111 y", "a@b.com",
-                                "1234567890123", "我的身份证是" + make_id("19900307")}) {
+  for (const std::string& text : std::vector<std::string>{
+           "", "hello", "13812345678", "x 4111 1111 1111 1111 y", "a@b.com", "1234567890123",
+           "我的身份证是" + make_id("19900307"), "138.1234.5678", "１３８１２３４　５６７８",
+           "张三＠例子．com", "foo@bar。谢谢", "138     1234 5678"}) {
     EXPECT_EQ(pii.contains(text), !pii.find(text).empty()) << text;
   }
 }

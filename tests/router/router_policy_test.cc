@@ -129,6 +129,28 @@ TEST(RouterPolicyTest, PiiCanBeTurnedOff) {
   const auto policy = parse("pii: {enabled: false}\n");
   ASSERT_NE(policy, nullptr);
   EXPECT_FALSE(policy->pii.contains("13812345678 li.lei@example.com"));
+  EXPECT_FALSE(policy->pii.enabled());
+  // Router logs this at start and on every reload.
+  EXPECT_THAT(pii_disabled_warning(*policy),
+              AllOf(HasSubstr("PII detection is disabled"), HasSubstr(kSource)));
+  EXPECT_EQ(pii_disabled_warning(*parse("")), "");
+}
+
+TEST(RouterPolicyTest, NonTextPartsDefaultToPinAndCanRefuse) {
+  EXPECT_EQ(parse("")->pii_non_text_parts, NonTextParts::kPin);
+  EXPECT_EQ(parse("pii: {non_text_parts: pin}\n")->pii_non_text_parts, NonTextParts::kPin);
+  EXPECT_EQ(parse("pii: {non_text_parts: refuse}\n")->pii_non_text_parts, NonTextParts::kRefuse);
+}
+
+TEST(RouterPolicyTest, BadNonTextPartsValueNamesTheField) {
+  EXPECT_EQ(error_of("pii: {non_text_parts: forward}\n"),
+            "policy.yaml: pii.non_text_parts: must be pin or refuse (got 'forward')");
+  EXPECT_EQ(error_of("pii: {non_text_parts: ''}\n"),
+            "policy.yaml: pii.non_text_parts: must be pin or refuse (got '')");
+  EXPECT_EQ(error_of("pii: {non_text_parts: [pin]}\n"),
+            "policy.yaml: pii.non_text_parts: must be a string");
+  EXPECT_EQ(error_of("pii: {non_text_parts: Pin}\n"),
+            "policy.yaml: pii.non_text_parts: must be pin or refuse (got 'Pin')");
 }
 
 TEST(RouterPolicyTest, SensitiveListReplacesTheDefaults) {

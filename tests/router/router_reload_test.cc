@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -8,12 +9,14 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "router/router.h"
+#include "support/wait_until.h"
 
 namespace hengshi::router {
 namespace {
@@ -141,36 +144,140 @@ TEST_F(RouterReloadTest, BrokenFileIsRefusedAndTheOldPolicyKeepsRunning) {
   EXPECT_EQ(router->policy()->version, version_of(kPolicyB));
 }
 
-TEST_F(RouterReloadTest, ReloadIfChangedFollowsTheModificationTime) {
+// The watcher loads a changed file on the second tick that finds it unchanged since the first.
+void two_ticks(Router& router) {
+  EXPECT_FALSE(router.reload_if_changed()) << "loaded on the first tick that saw the change";
+  EXPECT_TRUE(router.reload_if_changed()) << "a settled change was not loaded";
+}
+
+TEST_F(RouterReloadTest, ReloadIfChangedFollowsSizeAndModificationTime) {
   const auto router = make_router(kPolicyA);
   ASSERT_NE(router, nullptr);
   const auto loaded_time = std::filesystem::last_write_time(path_);
 
   // Untouched: nothing happens.
-  router->reload_if_changed();
+  EXPECT_FALSE(router->reload_if_changed());
+  EXPECT_FALSE(router->reload_if_changed());
   EXPECT_EQ(router->policy()->version, version_of(kPolicyA));
 
-  // New content but the old time: the watcher goes by the time, so it does not notice.
+  // New content of another size but the old time: the size gives it away.
   write_policy(kPolicyB);
   std::filesystem::last_write_time(path_, loaded_time);
-  router->reload_if_changed();
-  EXPECT_EQ(router->policy()->version, version_of(kPolicyA));
-
-  // A later time: picked up.
-  bump_mtime();
-  router->reload_if_changed();
+  two_ticks(*router);
   EXPECT_EQ(router->policy()->version, version_of(kPolicyB));
 
   // A broken rewrite is refused; the running policy stays.
   write_policy(kBroken);
   bump_mtime(4);
-  router->reload_if_changed();
+  two_ticks(*router);
   EXPECT_EQ(router->policy()->version, version_of(kPolicyB));
+  EXPECT_FALSE(router->reload_if_changed());  // reported once, not on every tick
 
   // Then fixed: picked up again.
   write_policy(kPolicyA);
   bump_mtime(6);
-  router->reload_if_changed();
+  two_ticks(*router);
+  EXPECT_EQ(router->policy()->version, version_of(kPolicyA));
+}
+
+TEST_F(RouterReloadTest, AFileWrittenInTwoStepsIsNotLoadedBetweenTheSteps) {
+  const auto router = make_router(kPolicyA);
+  ASSERT_NE(router, nullptr);
+  const std::string full = kPolicyB;
+  const std::size_t half = full.find("confidence:");  // the first half parses on its own too
+  ASSERT_NE(half, std::string::npos);
+
+  // Step one: the first half is on disk; a tick sees the change but does not load it.
+  write_policy(full.substr(0, half));
+  bump_mtime(2);
+  EXPECT_FALSE(router->reload_if_changed());
+  EXPECT_EQ(router->policy()->version, version_of(kPolicyA));
+
+  // Step two: the writer appends the rest before the next tick: still moving, still not loaded.
+  std::ofstream(path_, std::ios::app) << full.substr(half);
+  bump_mtime(4);
+  EXPECT_FALSE(router->reload_if_changed());
+  EXPECT_EQ(router->policy()->version, version_of(kPolicyA));
+
+  // Settled: the whole file is loaded — never the half.
+  EXPECT_TRUE(router->reload_if_changed());
+  EXPECT_EQ(router->policy()->version, version_of(kPolicyB));
+  EXPECT_NE(router->policy()->version, version_of(full.substr(0, half).c_str()));
+}
+
+// POST /admin/reload runs on an I/O thread: the reload must not block it. The policy file is
+// a FIFO, so reading it blocks until the test writes it: the I/O thread must keep serving
+// other work meanwhile, and the result comes back on that thread.
+TEST_F(RouterReloadTest, ReloadAsyncRunsOffTheCallingThreadAndResumesOnIt) {
+  const auto router = make_router(kPolicyA);
+  ASSERT_NE(router, nullptr);
+  std::filesystem::remove(path_);
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+
+  asio::io_context io;
+  std::atomic<bool> completed{false};
+  std::atomic<bool> other_work_ran{false};
+  std::optional<Result<std::string>> result;
+  std::thread::id resumed_on;
+  asio::co_spawn(
+      io,
+      [&]() -> awaitable<void> {
+        auto reloaded = co_await router->reload_async("admin");
+        result.emplace(std::move(reloaded));
+        resumed_on = std::this_thread::get_id();
+        completed = true;
+      },
+      asio::detached);
+  asio::post(io, [&] { other_work_ran = true; });
+  std::thread io_thread([&] { io.run(); });
+  const std::thread::id io_id = io_thread.get_id();
+
+  // The reload is stuck opening the FIFO, yet the I/O thread ran the other handler.
+  bool io_was_free = hengshi::testing::wait_until([&] { return other_work_ran.load(); });
+  EXPECT_TRUE(io_was_free) << "reload_async blocked the calling thread";
+  EXPECT_FALSE(completed.load());
+
+  std::ofstream(path_) << kPolicyB;  // unblocks the reader on the reload thread
+  EXPECT_TRUE(hengshi::testing::wait_until([&] { return completed.load(); }));
+  io_thread.join();  // io.run() returns once the coroutine is done: no work left
+  ASSERT_TRUE(result.has_value());
+  ASSERT_TRUE(result->ok()) << result->error().message;
+  EXPECT_EQ(**result, version_of(kPolicyB));
+  EXPECT_EQ(router->policy()->version, version_of(kPolicyB));
+  EXPECT_EQ(resumed_on, io_id);
+}
+
+TEST_F(RouterReloadTest, WatchTickCanRunOnTheReloadThread) {
+  const auto router = make_router(kPolicyA);
+  ASSERT_NE(router, nullptr);
+  write_policy(kPolicyB);
+  bump_mtime();
+  asio::io_context io;
+  std::vector<bool> ticks;
+  asio::co_spawn(
+      io,
+      [&]() -> awaitable<void> {
+        for (int i = 0; i < 3; ++i) ticks.push_back(co_await router->reload_if_changed_async());
+      },
+      asio::detached);
+  io.run();
+  EXPECT_EQ(ticks, (std::vector<bool>{false, true, false}));  // seen, settled + loaded, quiet
+  EXPECT_EQ(router->policy()->version, version_of(kPolicyB));
+}
+
+TEST_F(RouterReloadTest, ReloadAsyncReportsARefusedFile) {
+  const auto router = make_router(kPolicyA);
+  ASSERT_NE(router, nullptr);
+  write_policy(kBroken);
+  asio::io_context io;
+  std::optional<Result<std::string>> result;
+  asio::co_spawn(
+      io, [&]() -> awaitable<void> { result.emplace(co_await router->reload_async("admin")); },
+      asio::detached);
+  io.run();  // returns once the result is back: the pending reload keeps the context running
+  ASSERT_TRUE(result.has_value());
+  ASSERT_FALSE(result->ok());
+  EXPECT_THAT(result->error().message, HasSubstr("confidence.default_band"));
   EXPECT_EQ(router->policy()->version, version_of(kPolicyA));
 }
 
@@ -192,7 +299,7 @@ TEST_F(RouterReloadTest, ThresholdsFileChangeIsAReloadToo) {
   file.version = "thr-reload-2";
   ASSERT_TRUE(write_thresholds_file(file, thresholds).ok());
   std::filesystem::last_write_time(thresholds, policy_time + std::chrono::seconds(3));
-  router.reload_if_changed();
+  two_ticks(router);
   EXPECT_THAT(router.policy()->version, HasSubstr("+thr-reload-2"));
 }
 
@@ -306,7 +413,7 @@ TEST_F(RouterReloadTest, ConcurrentReloadsAndWatchTicksEndOnTheLastFile) {
   watcher.join();
   write_policy(kPolicyB);
   bump_mtime();
-  router->reload_if_changed();
+  two_ticks(*router);
   EXPECT_EQ(router->policy()->version, version_of(kPolicyB));
 }
 

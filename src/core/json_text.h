@@ -1,0 +1,36 @@
+// JSON text that came from outside (a client body, an upstream response, a file): the two rules
+// the gateway keeps for it.
+//   1. Never dump() strictly: invalid UTF-8 in a string makes nlohmann throw, and an exception
+//      on a connection's path is a dropped request. dump_text() replaces bad bytes with U+FFFD.
+//   2. Bound the nesting before parsing: parsing is iterative, but dump() recurses, so a 1 MiB
+//      "[[[[..." parses fine and overflows the stack when it is forwarded.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace hengshi {
+
+// Deepest nesting the gateway accepts in a request or an upstream response.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Compact JSON, invalid UTF-8 replaced by U+FFFD. Never throws on content.
+std::string dump_text(const nlohmann::json& value);
+
+// True when `text` nests arrays/objects deeper than `max_depth` (strings are skipped, so
+// brackets inside them do not count). Linear, no allocation; malformed JSON is the parser's job.
+bool json_nesting_exceeds(std::string_view text, int max_depth = kMaxJsonDepth);
+
+// `text` with invalid UTF-8 sequences replaced by U+FFFD (for messages and headers built from
+// outside bytes).
+std::string valid_utf8(std::string_view text);
+
+// At most `max_bytes` of `text`, cut on a character boundary (never mid-sequence), with "..."
+// appended when something was cut. Invalid bytes are replaced first.
+std::string utf8_snippet(std::string_view text, std::size_t max_bytes);
+
+}  // namespace hengshi
