@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "cloud/cloud_metrics.h"
 #include "cloud/tls_context.h"
 
@@ -75,15 +77,26 @@ int pick_member(const std::vector<MemberSignal>& members, const std::string& bal
 }
 
 Result<std::unique_ptr<CloudPool>> CloudPool::create(
-    const PoolConfig& config, std::shared_ptr<boost::asio::ssl::context> tls) {
+    const PoolConfig& config, std::shared_ptr<boost::asio::ssl::context> tls,
+    std::shared_ptr<ResponseBudget> budget) {
   std::unique_ptr<CloudPool> pool(new CloudPool(config));
   pool->overloaded_total_ = &pool_overloaded_counter(config.name);
-  for (auto& member : pool->config_.members) {
-    if (member.name.empty()) member.name = member.base_url;
+  for (std::size_t i = 0; i < pool->config_.members.size(); ++i) {
+    const UpstreamConfig& member = pool->config_.members[i];
+    if (member.name.empty()) {
+      return Error{"config_invalid", "pool '" + config.name + "' members[" + std::to_string(i) +
+                                         "]: name is required"};
+    }
     auto url = parse_url(member.base_url);
     if (!url) {
       return Error{url.error().code, "pool '" + config.name + "' upstream '" + member.name +
                                          "': " + url.error().message};
+    }
+    if (auto key = read_api_key(member, config.name); !key) return key.error();
+    if (url->tls() && !member.tls_verify) {
+      spdlog::warn("pool '{}' member '{}': tls_verify is false, so the upstream's certificate is "
+                   "not checked (anyone on the path can read the key and the prompts)",
+                   config.name, member.name);
     }
     std::shared_ptr<boost::asio::ssl::context> member_tls;
     if (url->tls()) {
@@ -94,8 +107,8 @@ Result<std::unique_ptr<CloudPool>> CloudPool::create(
       // Members without their own CA settings share one context.
       if (!tls && member.ca_file.empty() && member.tls_verify) tls = member_tls;
     }
-    pool->members_.push_back(std::make_unique<UpstreamClient>(member, std::move(url).value(),
-                                                              std::move(member_tls), config.name));
+    pool->members_.push_back(std::make_unique<UpstreamClient>(
+        member, std::move(url).value(), std::move(member_tls), config.name, budget));
   }
   return pool;
 }

@@ -31,11 +31,15 @@ int pick_member(const std::vector<MemberSignal>& members, const std::string& bal
 
 class CloudPool {
  public:
-  // Fails when a member's base_url does not parse or its ca_file cannot be loaded. Members
-  // without a name are named by their base_url. `tls` is shared by the https members that need
-  // no context of their own (created with system CAs when null).
-  static Result<std::unique_ptr<CloudPool>> create(const PoolConfig& config,
-                                                   std::shared_ptr<boost::asio::ssl::context> tls);
+  // Fails, naming the pool and the member, when a member has no name, its base_url does not
+  // parse, its ca_file cannot be loaded, or its api_key_env is unset or empty (never a silent
+  // unauthenticated call). Logs a warning for each member with tls_verify: false. `tls` is
+  // shared by the https members that need no context of their own (make_client_tls_context()
+  // when null). `budget` is the process-wide response budget (config.cloud), shared by every
+  // pool; null = none.
+  static Result<std::unique_ptr<CloudPool>> create(
+      const PoolConfig& config, std::shared_ptr<boost::asio::ssl::context> tls,
+      std::shared_ptr<ResponseBudget> budget = nullptr);
 
   const std::string& name() const { return config_.name; }
   const PoolConfig& config() const { return config_; }

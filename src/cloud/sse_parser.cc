@@ -1,19 +1,36 @@
 #include "cloud/sse_parser.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace hengshi::cloud {
 
 void SseParser::reset() {
   buffer_.clear();
   consumed_ = 0;
+  scanned_ = 0;
   data_.clear();
   has_data_ = false;
   skip_lf_ = false;
+  error_.clear();
+}
+
+void SseParser::fail(std::string reason) {
+  error_ = std::move(reason);
+  // Nothing more is parsed; the memory goes back at once (a failed parser is not reused as is).
+  buffer_.clear();
+  consumed_ = 0;
+  scanned_ = 0;
+  data_.clear();
+  has_data_ = false;
 }
 
 void SseParser::append(std::string_view bytes) {
+  if (failed()) return;
   // Drop what has been parsed before growing, so the buffer stays the size of one event.
   if (consumed_ > 0) {
     buffer_.erase(0, consumed_);
+    scanned_ = scanned_ > consumed_ ? scanned_ - consumed_ : 0;
     consumed_ = 0;
   }
   buffer_.append(bytes);
@@ -21,12 +38,23 @@ void SseParser::append(std::string_view bytes) {
 
 std::optional<std::string_view> SseParser::next_event() {
   for (;;) {
+    if (failed()) return std::nullopt;
     if (skip_lf_ && consumed_ < buffer_.size()) {
       if (buffer_[consumed_] == '\n') ++consumed_;
       skip_lf_ = false;
     }
-    std::size_t line_end = buffer_.find_first_of("\r\n", consumed_);
-    if (line_end == std::string::npos) return std::nullopt;
+    std::size_t line_end = buffer_.find_first_of("\r\n", std::max(consumed_, scanned_));
+    if (line_end == std::string::npos) {
+      scanned_ = buffer_.size();
+      if (pending_bytes() > max_event_bytes_) {
+        fail("an event line is longer than " + std::to_string(max_event_bytes_) + " bytes");
+      }
+      return std::nullopt;
+    }
+    if (line_end - consumed_ > max_event_bytes_) {
+      fail("an event line is longer than " + std::to_string(max_event_bytes_) + " bytes");
+      return std::nullopt;
+    }
     std::string_view line(buffer_.data() + consumed_, line_end - consumed_);
     skip_lf_ = buffer_[line_end] == '\r';
     consumed_ = line_end + 1;
@@ -46,6 +74,10 @@ std::optional<std::string_view> SseParser::next_event() {
       if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
     }
     if (field != "data") continue;
+    if ((has_data_ ? data_.size() + 1 : 0) + value.size() > max_event_bytes_) {
+      fail("an event's data is longer than " + std::to_string(max_event_bytes_) + " bytes");
+      return std::nullopt;
+    }
     if (!has_data_) {
       data_.clear();
       has_data_ = true;

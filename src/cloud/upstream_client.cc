@@ -15,10 +15,12 @@
 #include <boost/beast/ssl.hpp>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include "cloud/sse_parser.h"
 #include "cloud/tls_context.h"
+#include "core/json_text.h"
 
 namespace hengshi::cloud {
 
@@ -27,8 +29,7 @@ using nlohmann::json;
 namespace {
 
 constexpr std::size_t kStreamReadBytes = 16 * 1024;    // one read of a stream body
-constexpr std::uint64_t kMaxResponseBytes = 64 << 20;  // non-stream body, error bodies
-constexpr std::size_t kErrorSnippetChars = 200;        // of an upstream body, in messages
+constexpr std::size_t kErrorSnippetBytes = 200;        // of an upstream body, in messages
 // After [DONE] the chunked terminator normally follows in the same or the next segment; wait
 // this long for it so the connection can be reused, otherwise close it.
 constexpr Millis kDrainGrace{100};
@@ -154,10 +155,8 @@ std::optional<std::int64_t> retry_after_ms(std::string_view value) {
   return static_cast<std::int64_t>(seconds * 1000.0);
 }
 
-std::string snippet(std::string_view body) {
-  if (body.size() <= kErrorSnippetChars) return std::string(body);
-  return std::string(body.substr(0, kErrorSnippetChars)) + "...";
-}
+// Upstream text in a message: cut on a character boundary, invalid UTF-8 replaced.
+std::string snippet(std::string_view body) { return utf8_snippet(body, kErrorSnippetBytes); }
 
 std::string trim(std::string_view text) {
   auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
@@ -196,7 +195,7 @@ class UpstreamCall {
   using Connection = UpstreamClient::Connection;
 
   UpstreamCall(UpstreamClient& client, Deadline deadline, CancelToken& cancel)
-      : client_(client), cancel_(cancel), start_(Clock::now()) {
+      : client_(client), cancel_(cancel), reservation_(client.budget_.get()), start_(Clock::now()) {
     const auto& config = client.config_;
     admitted_ = client.outstanding_.fetch_add(1, std::memory_order_relaxed) <
                 std::max(1, config.max_concurrent);
@@ -351,6 +350,15 @@ class UpstreamCall {
   }
 
   UpstreamError status_error(unsigned status, const http::fields& headers, std::string body) {
+    if (status == 401 || status == 403) {
+      // The gateway's own key was refused: the operator's problem, not the client's. The
+      // upstream's words go to the log only (they may quote the key's prefix).
+      spdlog::error("upstream auth failed: pool '{}' member '{}' HTTP {}: {}", client_.pool_,
+                    client_.config_.name, status, snippet(body));
+      UpstreamError e = error(UpstreamErrorKind::auth_failed, "HTTP " + std::to_string(status));
+      e.http_status = static_cast<int>(status);
+      return e;
+    }
     UpstreamErrorKind kind = UpstreamErrorKind::bad_response;
     if (status == 429) {
       kind = UpstreamErrorKind::rate_limited;
@@ -371,6 +379,49 @@ class UpstreamCall {
       }
     }
     return e;
+  }
+
+  std::uint64_t max_response_bytes() const {
+    return static_cast<std::uint64_t>(client_.config_.max_response_bytes);
+  }
+
+  UpstreamError too_large() const {
+    return error(UpstreamErrorKind::bad_response,
+                 "response body is larger than max_response_bytes (" +
+                     std::to_string(max_response_bytes()) + " bytes)");
+  }
+
+  UpstreamError over_budget() const {
+    const ResponseBudget& budget = *client_.budget_;
+    return error(UpstreamErrorKind::overloaded,
+                 "the gateway's in-flight response budget (cloud.max_in_flight_response_bytes = " +
+                     std::to_string(budget.max_bytes()) + ") is spent");
+  }
+
+  // Reads the rest of a buffered (string_body) response whose header was read: at most
+  // max_response_bytes, reserving the bytes from the global budget as the body grows (all of a
+  // known Content-Length up front, so an oversized answer fails before it is read).
+  template <class Stream>
+  awaitable<std::optional<UpstreamError>> read_body(
+      Stream& stream, Connection& connection, http::response_parser<http::string_body>& parser) {
+    // The header may have been read by a parser with another limit (stream error bodies).
+    auto length = parser.content_length();
+    if (length && *length > max_response_bytes()) co_return too_large();
+    if (length && !reservation_.grow_to(static_cast<std::int64_t>(*length))) {
+      co_return over_budget();
+    }
+    while (!parser.is_done()) {
+      beast::error_code ec;
+      co_await http::async_read_some(stream, connection.buffer, parser,
+                                     asio::redirect_error(use_awaitable, ec));
+      const std::size_t held = parser.get().body().size() + connection.buffer.size();
+      if (ec == http::error::body_limit || parser.get().body().size() > max_response_bytes()) {
+        co_return too_large();
+      }
+      if (ec) co_return read_failure(ec, "reading the response");
+      if (!reservation_.grow_to(static_cast<std::int64_t>(held))) co_return over_budget();
+    }
+    co_return std::nullopt;
   }
 
   void settle(std::unique_ptr<Connection> connection) {
@@ -505,17 +556,17 @@ class UpstreamCall {
       co_return io_failure(ec, UpstreamErrorKind::closed_early, "sending the request");
     }
     http::response_parser<http::string_body> parser;
-    parser.body_limit(kMaxResponseBytes);
+    parser.body_limit(max_response_bytes());
     co_await http::async_read_header(stream, connection.buffer, parser,
                                      asio::redirect_error(use_awaitable, ec));
+    if (ec == http::error::body_limit) co_return too_large();
     if (ec) {
       retry_fresh = stale(connection, ec, parser.got_some());
       co_return read_failure(ec, "waiting for the response");
     }
     arm(connection, total_at_, UpstreamErrorKind::total_timeout);
-    co_await http::async_read(stream, connection.buffer, parser,
-                              asio::redirect_error(use_awaitable, ec));
-    if (ec) co_return read_failure(ec, "reading the response");
+    auto failed = co_await read_body(stream, connection, parser);
+    if (failed) co_return std::move(*failed);
     connection.reusable = parser.keep_alive() && connection.buffer.size() == 0;
 
     auto& response = parser.get();
@@ -566,14 +617,13 @@ class UpstreamCall {
     if (status < 200 || status >= 300) {
       // Read the error body whole; the parser takes over the header already read.
       http::response_parser<http::string_body> error_parser(std::move(parser));
-      error_parser.body_limit(kMaxResponseBytes);
       arm(connection, total_at_, UpstreamErrorKind::total_timeout);
-      co_await http::async_read(stream, connection.buffer, error_parser,
-                                asio::redirect_error(use_awaitable, ec));
-      if (!ec) connection.reusable = error_parser.keep_alive() && connection.buffer.size() == 0;
+      auto failed = co_await read_body(stream, connection, error_parser);
+      if (failed && failed->kind == UpstreamErrorKind::overloaded) co_return std::move(*failed);
+      if (!failed) connection.reusable = error_parser.keep_alive() && connection.buffer.size() == 0;
       auto& response = error_parser.get();
       co_return status_error(status, response.base(),
-                             ec ? std::string() : std::move(response.body()));
+                             failed ? std::string() : std::move(response.body()));
     }
     auto content_type = parser.get()[http::field::content_type];
     if (!beast::iequals(content_type.substr(0, 17), "text/event-stream")) {
@@ -583,8 +633,11 @@ class UpstreamCall {
     }
 
     if (!connection.read_chunk) connection.read_chunk = std::make_unique<char[]>(kStreamReadBytes);
+    if (!reservation_.grow_to(kStreamReadBytes)) co_return over_budget();
     SseParser& sse = connection.sse;
     sse.reset();
+    const auto max_stream_bytes = static_cast<std::uint64_t>(client_.config_.max_stream_bytes);
+    std::uint64_t streamed_bytes = 0;
     StreamSummary summary;
     summary.upstream = client_.config_.name;
     summary.model = client_.config_.model;
@@ -620,6 +673,7 @@ class UpstreamCall {
           co_return error(UpstreamErrorKind::cancelled, "the client stopped reading");
       }
       if (done) break;
+      if (sse.failed()) co_return error(UpstreamErrorKind::bad_response, "stream: " + sse.error());
       if (parser.is_done()) {
         co_return error(UpstreamErrorKind::closed_early, "stream ended without [DONE]");
       }
@@ -630,7 +684,16 @@ class UpstreamCall {
                                      asio::redirect_error(use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) co_return read_failure(ec, "reading the stream");
-      sse.append(std::string_view(connection.read_chunk.get(), kStreamReadBytes - body.size));
+      std::size_t got = kStreamReadBytes - body.size;
+      streamed_bytes += got;
+      if (streamed_bytes > max_stream_bytes) {
+        co_return error(UpstreamErrorKind::bad_response,
+                        "stream is longer than max_stream_bytes (" +
+                            std::to_string(max_stream_bytes) + " bytes)");
+      }
+      sse.append(std::string_view(connection.read_chunk.get(), got));
+      auto held = static_cast<std::int64_t>(kStreamReadBytes + sse.buffered_bytes());
+      if (!reservation_.grow_to(held)) co_return over_budget();
     }
 
     // Drain the rest of the body (the chunked terminator) so the connection can be reused.
@@ -653,6 +716,7 @@ class UpstreamCall {
 
   UpstreamClient& client_;
   CancelToken& cancel_;
+  ResponseBudget::Reservation reservation_;  // response bytes this call holds
   CancelToken::Registration registration_;
   Clock::time_point start_;
   Clock::time_point ttft_at_;
@@ -669,12 +733,33 @@ class UpstreamCall {
   bool caller_wants_usage_ = false;
 };
 
+Result<std::string> read_api_key(const UpstreamConfig& member, const std::string& pool) {
+  if (member.api_key_env.empty()) return std::string();
+  const char* value = std::getenv(member.api_key_env.c_str());
+  std::string key = trim(value != nullptr ? value : "");
+  std::string where = "pool '" + pool + "' member '" + member.name + "': api_key_env " +
+                      member.api_key_env;
+  // Starting anyway would send every call unauthenticated: refused instead.
+  if (value == nullptr) return Error{"config_invalid", where + " is not set"};
+  if (key.empty()) return Error{"config_invalid", where + " is empty"};
+  bool header_safe = std::none_of(key.begin(), key.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (!header_safe) {
+    return Error{"config_invalid", where + " holds control characters (not usable in a header)"};
+  }
+  return key;
+}
+
 UpstreamClient::UpstreamClient(UpstreamConfig config, Url url,
-                               std::shared_ptr<asio::ssl::context> tls, std::string pool)
+                               std::shared_ptr<asio::ssl::context> tls, std::string pool,
+                               std::shared_ptr<ResponseBudget> budget)
     : config_(std::move(config)),
+      pool_(std::move(pool)),
+      budget_(std::move(budget)),
       url_(std::move(url)),
       tls_(std::move(tls)),
-      metrics_(pool, config_.name) {
+      metrics_(pool_, config_.name) {
   if (url_.tls() && !tls_) {
     auto context = make_client_tls_context();
     if (context) tls_ = std::move(context).value();
@@ -689,14 +774,10 @@ UpstreamClient::UpstreamClient(UpstreamConfig config, Url url,
   if (!default_port) host += ":" + url_.port;
   request_head_ = "POST " + url_.path + "/chat/completions HTTP/1.1\r\nHost: " + host +
                   "\r\nUser-Agent: hengshi\r\nContent-Type: application/json\r\n";
-  if (!config_.api_key_env.empty()) {
-    const char* value = std::getenv(config_.api_key_env.c_str());
-    std::string key = trim(value != nullptr ? value : "");
-    bool header_safe = std::none_of(key.begin(), key.end(), [](char c) {
-      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-    });
-    if (!key.empty() && header_safe) request_head_ += "Authorization: Bearer " + key + "\r\n";
-  }
+  // CloudPool::create() refuses a member whose key cannot be read; a client made directly (tests)
+  // without one sends no Authorization header.
+  auto key = read_api_key(config_, pool_);
+  if (key && !key->empty()) request_head_ += "Authorization: Bearer " + *key + "\r\n";
   request_head_ += "Content-Length: ";
 }
 

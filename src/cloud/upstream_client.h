@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cloud/cloud_metrics.h"
+#include "cloud/response_budget.h"
 #include "cloud/upstream_error.h"
 #include "core/asio.h"
 #include "core/cancel_token.h"
@@ -60,15 +61,21 @@ struct StreamSummary {
 // "[DONE]" is not passed). Returns false to stop: the upstream request is then abandoned.
 using ChunkSink = std::function<awaitable<bool>(std::string_view chunk_json)>;
 
+// The API key named by member.api_key_env, trimmed: "" when the member names no variable; an
+// error naming the pool, the member and the variable (never its value) when it is unset, empty
+// or not usable in a header.
+Result<std::string> read_api_key(const UpstreamConfig& member, const std::string& pool);
+
 // Owns its pooled connections; their sockets use the executors of the calls that opened them,
 // so the client must be destroyed before the io_context those calls ran on.
 class UpstreamClient {
  public:
   // `url` is config.base_url parsed. `tls` is the client TLS context for an https member
   // (make_member_tls_context(); created with system CAs when null); unused for http.
-  // `pool` only labels the metrics.
+  // `pool` labels the metrics and log lines. `budget` (shared by every client of the process;
+  // null = no global cap) bounds the response bytes all calls hold at once.
   UpstreamClient(UpstreamConfig config, Url url, std::shared_ptr<boost::asio::ssl::context> tls,
-                 std::string pool = {});
+                 std::string pool = {}, std::shared_ptr<ResponseBudget> budget = nullptr);
   ~UpstreamClient();
   UpstreamClient(const UpstreamClient&) = delete;
   UpstreamClient& operator=(const UpstreamClient&) = delete;
@@ -109,6 +116,8 @@ class UpstreamClient {
   void record_latency(std::chrono::microseconds latency);
 
   UpstreamConfig config_;
+  std::string pool_;
+  std::shared_ptr<ResponseBudget> budget_;
   Url url_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
   // Request line and fixed headers up to "Content-Length: ". Holds the Authorization header,

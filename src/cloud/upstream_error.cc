@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace hengshi::cloud {
 
 const char* to_string(UpstreamErrorKind kind) {
@@ -22,6 +24,8 @@ const char* to_string(UpstreamErrorKind kind) {
       return "server_error";
     case UpstreamErrorKind::client_error:
       return "client_error";
+    case UpstreamErrorKind::auth_failed:
+      return "auth_failed";
     case UpstreamErrorKind::bad_response:
       return "bad_response";
     case UpstreamErrorKind::closed_early:
@@ -48,6 +52,7 @@ bool UpstreamError::retryable() const {
     case UpstreamErrorKind::overloaded:
       return true;
     case UpstreamErrorKind::client_error:
+    case UpstreamErrorKind::auth_failed:
     case UpstreamErrorKind::bad_response:
     case UpstreamErrorKind::cancelled:
       return false;
@@ -57,11 +62,14 @@ bool UpstreamError::retryable() const {
 
 namespace {
 
-std::string describe(const UpstreamError& error, const char* what) {
+constexpr std::size_t kMaxPassThroughBytes = 1024;  // of a non-JSON upstream error body
+
+// Messages may quote upstream text: made valid UTF-8 here, whatever the caller built.
+std::string describe(const UpstreamError& error, const char* what, bool with_detail = true) {
   std::string text = what;
   if (!error.upstream.empty()) text += " (upstream '" + error.upstream + "')";
-  if (!error.message.empty()) text += ": " + error.message;
-  return text;
+  if (with_detail && !error.message.empty()) text += ": " + error.message;
+  return valid_utf8(text);
 }
 
 // The upstream's 4xx, as the client should see it: its status, and its OpenAI error object's
@@ -90,7 +98,8 @@ ApiError pass_through_client_error(const UpstreamError& error) {
   } else if (body.is_object() && body.contains("message") && body["message"].is_string()) {
     api.message = body["message"].get<std::string>();
   } else if (!error.upstream_body.empty()) {
-    api.message = error.upstream_body;
+    // Not JSON: raw text, possibly cut mid-character or not UTF-8 at all.
+    api.message = utf8_snippet(error.upstream_body, kMaxPassThroughBytes);
   }
   if (api.message.empty()) api.message = describe(error, "upstream rejected the request");
   return api;
@@ -131,6 +140,12 @@ ApiError UpstreamError::to_api_error() const {
                                    describe(*this, "every upstream is at its concurrency limit"));
     case UpstreamErrorKind::client_error:
       return pass_through_client_error(*this);
+    case UpstreamErrorKind::auth_failed:
+      // The client's key is not the problem, and the upstream's words about the gateway's key
+      // are for the operator (logged by the client), not for the caller.
+      return ApiError::bad_gateway(
+          "upstream_auth_failed",
+          describe(*this, "the upstream refused the gateway's credentials", false));
     case UpstreamErrorKind::cancelled:
       return ApiError{499,
                       "client_closed_request",

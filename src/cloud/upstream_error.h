@@ -18,6 +18,7 @@ enum class UpstreamErrorKind {
   rate_limited,     // HTTP 429                                              (retryable)
   server_error,     // HTTP 5xx                                              (retryable)
   client_error,     // other HTTP 4xx: the request itself is wrong          (not retryable)
+  auth_failed,      // HTTP 401/403: the upstream refused the gateway's key (not retryable)
   bad_response,     // not HTTP, not JSON, not an OpenAI shape               (not retryable)
   closed_early,     // connection closed before the response was complete   (retryable*)
   overloaded,       // every member of the pool is at max_concurrent         (retryable)
@@ -32,13 +33,16 @@ struct UpstreamError {
   std::string message;                         // human detail, never contains the API key
   std::string upstream;                        // member name that failed, empty if none picked
   int http_status = 0;                         // upstream status when there was one
-  std::string upstream_body;                   // upstream error body (4xx), for pass-through
+  std::string upstream_body;                   // upstream error body (4xx except 401/403), for
+                                               // pass-through; may be invalid UTF-8
   std::optional<std::int64_t> retry_after_ms;  // from Retry-After on 429/503
   bool after_first_byte = false;               // some of the response already reached the client
 
   bool retryable() const;
   // The error the gateway's client sees: 502 for a broken upstream, 504 for a timeout,
-  // 429/503 for overload, the upstream's own status for its 4xx.
+  // 429/503 for overload, the upstream's own status for its 4xx — except 401/403, which are the
+  // gateway's credentials failing: 502 upstream_auth_failed, without the upstream's message.
+  // Every message is valid UTF-8.
   ApiError to_api_error() const;
 };
 

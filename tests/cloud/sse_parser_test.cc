@@ -73,3 +73,60 @@ TEST(SseParser, ResetForgetsAPartialEvent) {
 
 }  // namespace
 }  // namespace hengshi::cloud
+
+namespace hengshi::cloud {
+namespace {
+
+TEST(SseParserBounds, AnOverLongLineFailsInsteadOfGrowing) {
+  SseParser parser(64);
+  parser.append("data: {\"a\":1}\n\n");
+  EXPECT_EQ(drain(parser), (std::vector<std::string>{"{\"a\":1}"}));
+  // A line that never ends: the buffer stays bounded and the parser reports why.
+  std::string endless(40, 'x');
+  parser.append("data: ");
+  for (int i = 0; i < 100 && !parser.failed(); ++i) {
+    parser.append(endless);
+    EXPECT_FALSE(parser.next_event().has_value());
+  }
+  ASSERT_TRUE(parser.failed());
+  EXPECT_NE(parser.error().find("64 bytes"), std::string::npos) << parser.error();
+  EXPECT_EQ(parser.buffered_bytes(), 0u);
+  parser.append("\n\ndata: late\n\n");  // ignored once failed
+  EXPECT_FALSE(parser.next_event().has_value());
+  EXPECT_EQ(parser.buffered_bytes(), 0u);
+}
+
+TEST(SseParserBounds, AnEventOfManyShortDataLinesIsBoundedToo) {
+  SseParser parser(64);
+  for (int i = 0; i < 20 && !parser.failed(); ++i) {
+    parser.append("data: 0123456789\n");
+    EXPECT_FALSE(parser.next_event().has_value());
+  }
+  ASSERT_TRUE(parser.failed());
+  EXPECT_NE(parser.error().find("data"), std::string::npos) << parser.error();
+}
+
+TEST(SseParserBounds, ACompleteOverLongLineInOneAppendFails) {
+  SseParser parser(64);
+  parser.append("data: " + std::string(100, 'y') + "\n\n");
+  EXPECT_FALSE(parser.next_event().has_value());
+  EXPECT_TRUE(parser.failed());
+}
+
+TEST(SseParserBounds, AnEventExactlyAtTheLimitPassesAndResetClearsTheFailure) {
+  SseParser parser(64);
+  std::string payload(64, 'z');
+  parser.append("data:" + payload + "\n\n");  // the line is 69 bytes: over the limit
+  EXPECT_FALSE(parser.next_event().has_value());
+  EXPECT_TRUE(parser.failed());
+  parser.reset();
+  EXPECT_FALSE(parser.failed());
+  SseParser wide(70);
+  wide.append("data:" + payload + "\n\n");
+  auto event = wide.next_event();
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ(*event, payload);
+}
+
+}  // namespace
+}  // namespace hengshi::cloud

@@ -1,14 +1,19 @@
 #include "cloud/upstream_client.h"
 
 #include <cstdlib>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "cloud/cloud_pool.h"
 #include "cloud/fake_upstream.h"
+#include "cloud/response_budget.h"
+#include "cloud/sse_parser.h"
 #include "cloud/tls_context.h"
 #include "cloud/test_tls.h"
 #include "obs/metrics.h"
@@ -20,6 +25,7 @@ using nlohmann::json;
 using testing::FakeReply;
 using testing::FakeRequest;
 using testing::FakeUpstream;
+using testing::completion_body;
 using namespace std::chrono_literals;
 
 const json kRequest = {
@@ -502,15 +508,15 @@ TEST_F(UpstreamClientTest, StreamWithNonJsonChunkIsABadResponse) {
 TEST_F(UpstreamClientTest, StreamErrorStatusIsClassifiedWithItsBody) {
   FakeUpstream fake;
   FakeReply reply;
-  reply.status = 401;
-  reply.body = R"({"error":{"message":"bad key","type":"invalid_request_error"}})";
+  reply.status = 422;
+  reply.body = R"({"error":{"message":"bad tool","type":"invalid_request_error"}})";
   fake.reply_always(reply);
-  auto c = client(member(fake.base_url(), "stream-401"));
+  auto c = client(member(fake.base_url(), "stream-422"));
   std::vector<std::string> chunks;
   auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
   EXPECT_EQ(error.kind, UpstreamErrorKind::client_error);
-  EXPECT_EQ(error.to_api_error().status, 401);
-  EXPECT_EQ(error.to_api_error().message, "bad key");
+  EXPECT_EQ(error.to_api_error().status, 422);
+  EXPECT_EQ(error.to_api_error().message, "bad tool");
   EXPECT_TRUE(chunks.empty());
 }
 
@@ -634,16 +640,50 @@ TEST_F(UpstreamClientTest, PoolDelegatesToAMember) {
   FakeUpstream fake;
   PoolConfig config;
   config.name = "cloud-small";
-  auto only = member(fake.base_url(), "");  // named after its base_url
-  config.members = {only};
+  config.members = {member(fake.base_url(), "only")};
   auto pool = CloudPool::create(config, nullptr);
   ASSERT_TRUE(pool.ok()) << pool.error().message;
   auto reply = run([&]() -> awaitable<Result<UpstreamReply, UpstreamError>> {
     co_return co_await (*pool)->complete(kRequest, Deadline::never(), CancelToken{});
   });
   ASSERT_TRUE(reply.ok()) << reply.error().message;
-  EXPECT_EQ(reply->upstream, fake.base_url());
-  EXPECT_EQ((*pool)->members().at(0)->name(), fake.base_url());
+  EXPECT_EQ(reply->upstream, "only");
+  EXPECT_EQ((*pool)->members().at(0)->name(), "only");
+}
+
+TEST_F(UpstreamClientTest, PoolRefusesAMemberWithoutAName) {
+  PoolConfig config;
+  config.name = "cloud-small";
+  config.members = {member("http://127.0.0.1:1/v1", "")};  // never named after its URL
+  auto pool = CloudPool::create(config, nullptr);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.error().message.find("name is required"), std::string::npos)
+      << pool.error().message;
+}
+
+TEST_F(UpstreamClientTest, PoolRefusesAnApiKeyEnvThatIsUnsetOrEmpty) {
+  PoolConfig config;
+  config.name = "cloud-large";
+  auto keyed = member("http://127.0.0.1:1/v1", "keyed");
+  keyed.api_key_env = "HENGSHI_CLOUD_TEST_UNSET_KEY";
+  config.members = {keyed};
+  ::unsetenv("HENGSHI_CLOUD_TEST_UNSET_KEY");
+  auto unset = CloudPool::create(config, nullptr);
+  ASSERT_FALSE(unset.ok());
+  for (const char* part : {"cloud-large", "keyed", "HENGSHI_CLOUD_TEST_UNSET_KEY", "not set"}) {
+    EXPECT_NE(unset.error().message.find(part), std::string::npos) << unset.error().message;
+  }
+  ::setenv("HENGSHI_CLOUD_TEST_UNSET_KEY", "  \t", 1);
+  auto empty = CloudPool::create(config, nullptr);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.error().message.find("is empty"), std::string::npos) << empty.error().message;
+  ::setenv("HENGSHI_CLOUD_TEST_UNSET_KEY", "sk-value-never-quoted\x01", 1);
+  auto unsafe = CloudPool::create(config, nullptr);
+  ASSERT_FALSE(unsafe.ok());
+  EXPECT_EQ(unsafe.error().message.find("sk-value-never-quoted"), std::string::npos);
+  ::setenv("HENGSHI_CLOUD_TEST_UNSET_KEY", "sk-fine", 1);
+  EXPECT_TRUE(CloudPool::create(config, nullptr).ok());
+  ::unsetenv("HENGSHI_CLOUD_TEST_UNSET_KEY");
 }
 
 TEST_F(UpstreamClientTest, PoolWithEveryMemberFullIsOverloaded) {
@@ -699,6 +739,257 @@ TEST_F(UpstreamClientTest, PoolRejectsAMissingCaFile) {
   EXPECT_NE(pool.error().message.find("/nonexistent/ca.pem"), std::string::npos);
 }
 
+// --- Hygiene: auth failures, invalid UTF-8 ---------------------------------------------------
+
+// Captures what spdlog's default logger writes while alive.
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text_);
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::shared_ptr<spdlog::logger> previous_;
+  std::ostringstream text_;
+};
+
+bool dumps_strictly(const std::string& text) {
+  try {
+    (void)json(text).dump();
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+TEST_F(UpstreamClientTest, UpstreamAuthFailureIsA502WithItsMessageOnlyInTheLog) {
+  FakeUpstream fake;
+  const std::string upstream_words = "Incorrect API key provided: sk-ab***yz";
+  int status = 401;
+  fake.set_handler([&](const FakeRequest&) {
+    FakeReply reply;
+    reply.status = status;
+    reply.body = R"({"error":{"message":")" + upstream_words + R"(","code":"invalid_api_key"}})";
+    return reply;
+  });
+  PoolConfig config;
+  config.name = "cloud-small";
+  config.members = {member(fake.base_url(), "auth-member")};
+  auto pool = CloudPool::create(config, nullptr);
+  ASSERT_TRUE(pool.ok()) << pool.error().message;
+  for (bool streaming : {false, true}) {
+    for (int code : {401, 403}) {
+      status = code;
+      LogCapture log;
+      UpstreamError error;
+      if (streaming) {
+        std::vector<std::string> chunks;
+        UpstreamClient& only = *(*pool)->members()[0];
+        error = expect_error(run([&] { return stream(only, stream_request(false), chunks); }));
+      } else {
+        error = expect_error(run([&] { return complete(*(*pool)->members()[0]); }));
+      }
+      EXPECT_EQ(error.kind, UpstreamErrorKind::auth_failed) << error.message;
+      EXPECT_EQ(error.http_status, code);
+      EXPECT_FALSE(error.retryable());
+      ApiError api = error.to_api_error();
+      EXPECT_EQ(api.status, 502);
+      EXPECT_EQ(api.code, "upstream_auth_failed");
+      EXPECT_EQ(api.message.find("Incorrect"), std::string::npos) << api.message;
+      EXPECT_EQ(error.message.find("Incorrect"), std::string::npos) << error.message;
+      EXPECT_TRUE(error.upstream_body.empty());
+      std::string logged = log.text();
+      EXPECT_NE(logged.find("cloud-small"), std::string::npos) << logged;
+      EXPECT_NE(logged.find("auth-member"), std::string::npos) << logged;
+      EXPECT_NE(logged.find(std::to_string(code)), std::string::npos) << logged;
+      EXPECT_NE(logged.find(upstream_words), std::string::npos) << logged;
+    }
+  }
+}
+
+TEST_F(UpstreamClientTest, InvalidUtf8FromTheUpstreamNeverReachesAMessage) {
+  FakeUpstream fake;
+  // A long multi-byte body, so the snippet cut lands inside a character, then broken bytes.
+  std::string cut_mid_character;
+  for (int i = 0; i < 150; ++i) cut_mid_character += "\xE4\xBD\xA0";
+  cut_mid_character += "\xE5\xA5";
+  std::vector<FakeReply> replies(5);
+  replies[0].status = 400;
+  replies[0].body = "\xFF\xFEnot json \xC3";
+  replies[1].status = 500;
+  replies[1].body = cut_mid_character;
+  replies[2].body = cut_mid_character;  // 200 but not JSON
+  replies[3].status = 401;
+  replies[3].body = cut_mid_character;
+  replies[4].stream = true;
+  replies[4].events = {"{\"choices\":[{\"delta\":{\"content\":\"\xFF\xE4\xBD\"}}]}"};
+  std::size_t next = 0;
+  fake.set_handler([&](const FakeRequest&) { return replies[next++]; });
+  auto c = client(member(fake.base_url(), "broken-utf8"));
+  LogCapture log;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    UpstreamError error;
+    if (replies[i].stream) {
+      std::vector<std::string> chunks;
+      error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+      EXPECT_TRUE(chunks.empty());
+      EXPECT_EQ(error.kind, UpstreamErrorKind::bad_response);
+    } else {
+      error = expect_error(run([&] { return complete(*c); }));
+    }
+    EXPECT_TRUE(dumps_strictly(error.message)) << i;
+    EXPECT_TRUE(dumps_strictly(error.to_api_error().message)) << i;
+    EXPECT_LE(error.message.size(), 300u) << i;
+  }
+  EXPECT_TRUE(dumps_strictly(log.text()));
+}
+
+// --- Response bounds -----------------------------------------------------------------------
+
+TEST_F(UpstreamClientTest, NonStreamBodyOverMaxResponseBytesIsABadResponse) {
+  FakeUpstream fake;
+  auto config = member(fake.base_url(), "big-body");
+  config.max_response_bytes = 4096;
+  auto c = client(config);
+  std::vector<FakeReply> replies(3);
+  replies[0].body = completion_body("m", std::string(5000, 'a'));  // Content-Length over it
+  // Chunked, no Content-Length: caught as it grows.
+  std::string chunked_body = completion_body("m", std::string(6000, 'b'));
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx", chunked_body.size());
+  replies[1].raw = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+                   "chunked\r\n\r\n" + std::string(size) + "\r\n" + chunked_body + "\r\n0\r\n\r\n";
+  replies[2].body = completion_body("m", std::string(1000, 'c'));  // under: fine
+  std::size_t next = 0;
+  fake.set_handler([&](const FakeRequest&) { return replies[next++]; });
+  for (int i = 0; i < 2; ++i) {
+    auto error = expect_error(run([&] { return complete(*c); }));
+    EXPECT_EQ(error.kind, UpstreamErrorKind::bad_response) << i;
+    EXPECT_NE(error.message.find("max_response_bytes (4096"), std::string::npos) << error.message;
+  }
+  auto ok = run([&] { return complete(*c); });
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+}
+
+TEST_F(UpstreamClientTest, ErrorBodyOverMaxResponseBytesIsNotKept) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.status = 400;
+  reply.body = std::string(10000, 'e');
+  fake.reply_always(reply);
+  auto config = member(fake.base_url(), "big-error");
+  config.max_response_bytes = 4096;
+  auto c = client(config);
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::bad_response) << error.message;
+  std::vector<std::string> chunks;
+  auto streamed = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(streamed.kind, UpstreamErrorKind::client_error) << streamed.message;
+  EXPECT_TRUE(streamed.upstream_body.empty());
+}
+
+TEST_F(UpstreamClientTest, StreamLongerThanMaxStreamBytesIsCut) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  for (int i = 0; i < 200; ++i) reply.events.push_back(content_chunk(std::string(100, 'x')));
+  fake.reply_always(reply);
+  auto config = member(fake.base_url(), "long-stream");
+  config.max_stream_bytes = 4000;
+  auto c = client(config);
+  std::vector<std::string> chunks;
+  auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::bad_response) << error.message;
+  EXPECT_NE(error.message.find("max_stream_bytes"), std::string::npos) << error.message;
+  EXPECT_LT(chunks.size(), 200u);
+}
+
+TEST_F(UpstreamClientTest, StreamEventOverTheSseLimitIsABadResponse) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.events = {content_chunk("before"),
+                  content_chunk(std::string(kDefaultMaxSseEventBytes + 10, 'z'))};
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "huge-event"));
+  std::vector<std::string> chunks;
+  auto error = expect_error(run([&] { return stream(*c, stream_request(false), chunks); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::bad_response) << error.message;
+  EXPECT_NE(error.message.find("longer than"), std::string::npos) << error.message;
+  EXPECT_EQ(chunks, std::vector<std::string>{content_chunk("before")});
+}
+
+TEST(ResponseBudgetTest, ReservationsShareTheCapAndGiveBackOnDestruction) {
+  obs::Registry registry;
+  ResponseBudget budget(1000, registry);
+  {
+    ResponseBudget::Reservation a(&budget);
+    ResponseBudget::Reservation b(&budget);
+    EXPECT_TRUE(a.grow_to(600));
+    EXPECT_TRUE(a.grow_to(500));  // never shrinks
+    EXPECT_EQ(a.bytes(), 600);
+    EXPECT_FALSE(b.grow_to(500));
+    EXPECT_EQ(b.bytes(), 0);
+    EXPECT_TRUE(b.grow_to(400));
+    EXPECT_EQ(budget.in_use(), 1000);
+    a.release();
+    EXPECT_TRUE(b.grow_to(900));
+  }
+  EXPECT_EQ(budget.in_use(), 0);
+  ResponseBudget::Reservation unbounded;
+  EXPECT_TRUE(unbounded.grow_to(std::int64_t{1} << 40));
+}
+
+TEST_F(UpstreamClientTest, CallOverTheGlobalResponseBudgetFailsFastAsOverloaded) {
+  FakeUpstream fake;
+  FakeReply big;
+  big.body = completion_body("m", std::string(5000, 'a'));
+  fake.reply_always(big);
+  auto budget = std::make_shared<ResponseBudget>(4000);
+  auto config = member(fake.base_url(), "budgeted");
+  auto url = parse_url(config.base_url);
+  ASSERT_TRUE(url.ok());
+  UpstreamClient c(config, url.value(), nullptr, "test-pool", budget);
+  auto error = expect_error(run([&] { return complete(c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::overloaded) << error.message;
+  EXPECT_NE(error.message.find("max_in_flight_response_bytes"), std::string::npos);
+  EXPECT_EQ(error.to_api_error().status, 503);
+  EXPECT_EQ(budget->in_use(), 0);
+
+  // A stream needs its read buffer at least: under that, refused too, before any chunk.
+  FakeReply streamed;
+  streamed.stream = true;
+  streamed.events = {content_chunk("a")};
+  fake.reply_always(streamed);
+  std::vector<std::string> chunks;
+  auto refused = expect_error(run([&] { return stream(c, stream_request(false), chunks); }));
+  EXPECT_EQ(refused.kind, UpstreamErrorKind::overloaded) << refused.message;
+  EXPECT_TRUE(chunks.empty());
+  EXPECT_EQ(budget->in_use(), 0);
+}
+
+TEST_F(UpstreamClientTest, CallsWithinTheBudgetSucceedAndReturnTheirBytes) {
+  FakeUpstream fake;
+  auto budget = std::make_shared<ResponseBudget>(1 << 20);
+  auto config = member(fake.base_url(), "within-budget");
+  auto url = parse_url(config.base_url);
+  ASSERT_TRUE(url.ok());
+  UpstreamClient c(config, url.value(), nullptr, "test-pool", budget);
+  ASSERT_TRUE(run([&] { return complete(c); }).ok());
+  FakeReply streamed;
+  streamed.stream = true;
+  streamed.events = {content_chunk("a"), content_chunk("b")};
+  fake.reply_always(streamed);
+  std::vector<std::string> chunks;
+  auto summary = run([&] { return stream(c, stream_request(false), chunks); });
+  ASSERT_TRUE(summary.ok()) << summary.error().message;
+  EXPECT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(budget->in_use(), 0);
+}
+
 // --- HTTPS ---------------------------------------------------------------------------------
 
 class UpstreamTlsTest : public UpstreamClientTest {
@@ -748,6 +1039,21 @@ TEST_F(UpstreamTlsTest, CertificateForAnotherHostFailsToConnect) {
   auto c = client(config, tls.value());
   auto error = expect_error(run([&] { return complete(*c); }));
   EXPECT_EQ(error.kind, UpstreamErrorKind::connect_failed) << error.message;
+}
+
+TEST_F(UpstreamTlsTest, TlsVerifyFalseIsWarnedAboutAtStart) {
+  PoolConfig config;
+  config.name = "cloud-large";
+  auto insecure = member("https://127.0.0.1:1/v1", "no-verify-member");
+  insecure.tls_verify = false;
+  config.members = {member("https://127.0.0.1:2/v1", "verified"), insecure};
+  LogCapture log;
+  ASSERT_TRUE(CloudPool::create(config, nullptr).ok());
+  std::string logged = log.text();
+  EXPECT_NE(logged.find("warning"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("cloud-large"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("no-verify-member"), std::string::npos) << logged;
+  EXPECT_EQ(logged.find("'verified'"), std::string::npos) << logged;
 }
 
 TEST_F(UpstreamTlsTest, VerificationCanBeTurnedOff) {

@@ -1,6 +1,7 @@
 #include "cloud/upstream_error.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace hengshi::cloud {
 namespace {
@@ -30,6 +31,7 @@ TEST(UpstreamError, MapsEachKindToStatusAndCode) {
       {UpstreamErrorKind::rate_limited, 429, "upstream_rate_limited"},
       {UpstreamErrorKind::overloaded, 503, "pool_overloaded"},
       {UpstreamErrorKind::cancelled, 499, "client_closed_request"},
+      {UpstreamErrorKind::auth_failed, 502, "upstream_auth_failed"},
   };
   for (const auto& c : cases) {
     ApiError api = make(c.kind).to_api_error();
@@ -71,7 +73,7 @@ TEST(UpstreamError, Retryable) {
     EXPECT_TRUE(make(kind).retryable()) << to_string(kind);
   }
   for (auto kind : {UpstreamErrorKind::client_error, UpstreamErrorKind::bad_response,
-                    UpstreamErrorKind::cancelled}) {
+                    UpstreamErrorKind::cancelled, UpstreamErrorKind::auth_failed}) {
     EXPECT_FALSE(make(kind).retryable()) << to_string(kind);
   }
 }
@@ -88,6 +90,50 @@ TEST(UpstreamError, NothingIsRetryableOnceBytesReachedTheClient) {
 TEST(UpstreamError, KindNames) {
   EXPECT_STREQ(to_string(UpstreamErrorKind::ttft_timeout), "ttft_timeout");
   EXPECT_STREQ(to_string(UpstreamErrorKind::cancelled), "cancelled");
+  EXPECT_STREQ(to_string(UpstreamErrorKind::auth_failed), "auth_failed");
+}
+
+// Valid UTF-8 the way nlohmann's strict dump() checks it: it throws on anything else.
+bool dumps_strictly(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+TEST(UpstreamError, AuthFailureKeepsTheUpstreamsMessageOutOfTheResponse) {
+  UpstreamError error = make(UpstreamErrorKind::auth_failed);
+  error.http_status = 401;
+  error.message = "HTTP 401";
+  error.upstream_body = R"({"error":{"message":"Incorrect API key provided: sk-abc***"}})";
+  ApiError api = error.to_api_error();
+  EXPECT_EQ(api.status, 502);
+  EXPECT_EQ(api.code, "upstream_auth_failed");
+  EXPECT_EQ(api.message.find("sk-abc"), std::string::npos) << api.message;
+  EXPECT_EQ(api.message.find("Incorrect"), std::string::npos) << api.message;
+}
+
+TEST(UpstreamError, NonJsonBodyCutMidCharacterBecomesValidUtf8) {
+  UpstreamError error = make(UpstreamErrorKind::client_error);
+  error.http_status = 400;
+  error.upstream_body = "bad \xE4\xBD\xA0\xE5\xA5";  // "你" then the first two bytes of "好"
+  ApiError api = error.to_api_error();
+  EXPECT_EQ(api.message, "bad \xE4\xBD\xA0\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_TRUE(dumps_strictly(api.message));
+
+  error.upstream_body = std::string("\xFF\xFE\xC0\xAF ok", 6);
+  EXPECT_TRUE(dumps_strictly(error.to_api_error().message));
+}
+
+TEST(UpstreamError, MessagesQuotingInvalidUtf8AreMadeValid) {
+  for (auto kind : {UpstreamErrorKind::bad_response, UpstreamErrorKind::server_error,
+                    UpstreamErrorKind::closed_early}) {
+    UpstreamError error = make(kind);
+    error.message = "response is not JSON: \x80\xC3";
+    EXPECT_TRUE(dumps_strictly(error.to_api_error().message)) << to_string(kind);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,67 @@
+#include "core/json_text.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace hengshi {
+namespace {
+
+const std::string kReplacement = "\xEF\xBF\xBD";
+
+TEST(Utf8Snippet, ValidTextPassesUnchanged) {
+  const std::string text = "héllo 你好 \xF0\x9F\x98\x80";
+  EXPECT_EQ(valid_utf8(text), text);
+  EXPECT_EQ(utf8_snippet(text, 1000), text);
+}
+
+TEST(Utf8Snippet, InvalidBytesAreReplaced) {
+  EXPECT_EQ(valid_utf8("a\x80z"), "a" + kReplacement + "z");
+  EXPECT_EQ(valid_utf8("\xC0\xAF"),
+            kReplacement + kReplacement);  // overlong '/'
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"),
+            kReplacement + kReplacement + kReplacement);  // surrogate
+  EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80").size(),
+            4 * kReplacement.size());  // > U+10FFFF
+  EXPECT_EQ(valid_utf8("end \xE4\xBD"),
+            "end " + kReplacement + kReplacement);  // truncated
+}
+
+TEST(Utf8Snippet, CutsOnACharacterBoundary) {
+  const std::string text = "ab你好";  // 2 + 3 + 3 bytes
+  EXPECT_EQ(utf8_snippet(text, 8), text);
+  EXPECT_EQ(utf8_snippet(text, 7), "ab你...");
+  EXPECT_EQ(utf8_snippet(text, 4), "ab...");
+  EXPECT_EQ(utf8_snippet(text, 0), "...");
+}
+
+TEST(Utf8Snippet, EveryCutOfEveryPrefixDumpsStrictly) {
+  const std::string text = "x\xE4\xBD\xA0\xF0\x9F\x98\x80\xFFy\xC3\xA9";
+  for (std::size_t prefix = 0; prefix <= text.size(); ++prefix) {
+    for (std::size_t limit = 0; limit <= text.size() + 6; ++limit) {
+      std::string out = utf8_snippet(std::string_view(text).substr(0, prefix), limit);
+      EXPECT_NO_THROW((void)nlohmann::json(out).dump()) << prefix << " " << limit;
+      EXPECT_LE(out.size(), limit + 3);
+    }
+  }
+}
+
+TEST(JsonText, NestingIsCountedOutsideStringsOnly) {
+  EXPECT_FALSE(json_nesting_exceeds(std::string(64, '[') + std::string(64, ']'), 64));
+  EXPECT_TRUE(json_nesting_exceeds(std::string(65, '['), 64));
+  EXPECT_FALSE(json_nesting_exceeds(R"({"a":")" + std::string(1000, '[') + R"("})", 64));
+  EXPECT_FALSE(json_nesting_exceeds(R"(["\"", [[]]])", 3));  // an escaped quote does not end the string
+  EXPECT_TRUE(json_nesting_exceeds(R"(["\"", [[[]]]])", 3));
+}
+
+TEST(JsonText, DumpTextNeverThrowsOnOutsideBytes) {
+  nlohmann::json value = {{"text", std::string("ok \x80\xff")}};
+  EXPECT_THROW((void)value.dump(), nlohmann::json::type_error);
+  std::string text;
+  EXPECT_NO_THROW(text = dump_text(value));
+  EXPECT_TRUE(nlohmann::json::accept(text));
+}
+
+}  // namespace
+}  // namespace hengshi
