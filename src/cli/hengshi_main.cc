@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/calibrate_command.h"
+#include "cli/hash_key_command.h"
 #include "cli/make_test_model_command.h"
 #include "cli/route_command.h"
 #include "cli/serve_command.h"
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   hengshi::cli::add_calibrate_command(app, exit_code);
   hengshi::cli::add_make_test_model_command(app, exit_code);
   hengshi::cli::add_route_command(app, exit_code);
+  hengshi::cli::add_hash_key_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,5 +1,7 @@
 #include "cli/route_command.h"
 
+#include "core/json_text.h"
+
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -90,7 +92,7 @@ int run_route(const RouteArgs& args) {
     if (!request) {
       ++errors;
       out["error"] = request.error().to_json()["error"];
-      std::cout << out.dump() << '\n';
+      std::cout << dump_text(out) << '\n';
       continue;
     }
     // Dry run: the whole budget is left (no time passes between arrival and decision).

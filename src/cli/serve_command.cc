@@ -1,6 +1,12 @@
 #include "cli/serve_command.h"
 
+#include <sys/resource.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -9,15 +15,82 @@
 #include <spdlog/spdlog.h>
 
 #include "cloud/cloud_pool.h"
+#include "cloud/response_budget.h"
+#include "cloud/tls_context.h"
 #include "core/asio.h"
 #include "core/config.h"
 #include "edge/edge_engines.h"
 #include "obs/request_log.h"
 #include "router/router.h"
+#include "server/gateway_access.h"
 #include "server/gateway_handler.h"
 #include "server/http_server.h"
 
 namespace hengshi::cli {
+namespace {
+
+// Many idle keep-alive clients need many descriptors: use the hard limit the system allows.
+void raise_open_files_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) spdlog::warn("cannot raise the open files limit");
+}
+
+// Ends the process when a graceful shutdown takes longer than it should (the io_context did not
+// run out of work: some peer or engine ignored cancellation). Runs on its own thread because
+// the io_context's threads are the ones that may be stuck.
+class ShutdownWatchdog {
+ public:
+  ~ShutdownWatchdog() { disarm(); }
+  void arm(std::chrono::milliseconds grace, std::function<void()> before_exit) {
+    std::lock_guard lock(mutex_);
+    if (thread_.joinable()) return;
+    thread_ = std::thread([this, grace, before_exit = std::move(before_exit)] {
+      std::unique_lock lock(mutex_);
+      if (cv_.wait_for(lock, grace, [this] { return done_; })) return;
+      spdlog::error("shutdown did not finish within {} ms of cancelling; exiting now", grace.count());
+      before_exit();
+      std::_Exit(1);
+    });
+  }
+  void disarm() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// Free functions, not lambdas: a lambda coroutine's captures die with the lambda object, before
+// the coroutine ends.
+awaitable<void> reload_on_signal(router::Router& router, server::GatewayAccess& access) {
+  (void)co_await router.reload_async("SIGHUP");
+  access.reload_keys("SIGHUP");
+}
+
+awaitable<void> watch_files(router::Router& router, server::GatewayAccess& access,
+                            asio::steady_timer& timer, std::chrono::milliseconds interval,
+                            const std::atomic<bool>& stopping) {
+  while (!stopping) {
+    timer.expires_after(interval);
+    beast::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+    if (ec || stopping) co_return;
+    co_await router.reload_if_changed_async();
+    access.poll_keys();
+  }
+}
+
+}  // namespace
 
 int run_serve(const ServeOptions& options) {
   Result<Config> loaded = options.config_path.empty() ? Result<Config>(default_config())
@@ -28,6 +101,7 @@ int run_serve(const ServeOptions& options) {
   }
   Config config = std::move(*loaded);
   if (!options.listen.empty()) config.server.listen = options.listen;
+  if (options.admin_listen) config.server.admin_listen = *options.admin_listen;
   if (options.threads >= 0) config.server.threads = options.threads;
   if (options.intent_model) config.edge.intent_model = *options.intent_model;
   if (options.llm_model) config.edge.llm.model_path = *options.llm_model;
@@ -35,6 +109,22 @@ int run_serve(const ServeOptions& options) {
     spdlog::error("refusing to start: {}", valid.error().message);
     return 2;
   }
+
+  if (config.server.drain_timeout_ms < config.server.default_deadline_ms) {
+    spdlog::warn("server.drain_timeout_ms ({}) is shorter than server.default_deadline_ms ({}): a restart "
+                 "cuts requests that run on the default budget",
+                 config.server.drain_timeout_ms, config.server.default_deadline_ms);
+  }
+  raise_open_files_limit();
+
+  // Destruction order is the reverse of this order, and it matters: the io_context is created
+  // first so that it is destroyed last, after every object whose sockets, timers or coroutine
+  // frames belong to it (server, handler, pools). Shutdown runs the io_context out of work
+  // before any of them is destroyed (see the SIGTERM handler below).
+  const int threads = config.server.threads > 0
+                          ? config.server.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  asio::io_context io(threads);
 
   auto request_log = obs::RequestLog::open(config.log.requests);
   if (!request_log) {
@@ -63,14 +153,20 @@ int run_serve(const ServeOptions& options) {
   spdlog::info("routing policy {} ({}{})", (*router)->policy()->version, (*router)->policy()->source,
                config.routing.thresholds_file.empty() ? "" : ", thresholds " + config.routing.thresholds_file);
 
-  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
-  tls->set_default_verify_paths();
-  tls->set_verify_mode(asio::ssl::verify_peer);
+  // One client TLS context (TLS 1.2+, system CAs, verification on) for the https members that
+  // need nothing special, and one response budget shared by every pool (cloud.*).
+  auto tls = cloud::make_client_tls_context();
+  if (!tls) {
+    spdlog::error("refusing to start: {}", tls.error().message);
+    return 2;
+  }
+  auto response_budget =
+      std::make_shared<cloud::ResponseBudget>(config.cloud.max_in_flight_response_bytes);
 
   std::vector<std::unique_ptr<cloud::CloudPool>> pools;
   std::map<std::string, cloud::CloudPool*> pools_by_name;
   for (const auto& pool_config : config.pools) {
-    auto pool = cloud::CloudPool::create(pool_config, tls);
+    auto pool = cloud::CloudPool::create(pool_config, *tls, response_budget);
     if (!pool) {
       spdlog::error("refusing to start: {}: pools.{}: {}", config.source, pool_config.name,
                     pool.error().message);
@@ -80,51 +176,65 @@ int run_serve(const ServeOptions& options) {
     pools.push_back(std::move(*pool));
   }
 
-  const int threads = config.server.threads > 0
-                          ? config.server.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  asio::io_context io(threads);
+  // Client keys and the admin listener (issue 8 §2): a bad keys file or a missing admin token
+  // refuses to start before any port opens.
+  auto access = server::GatewayAccess::create(config.server, **router);
+  if (!access) {
+    spdlog::error("refusing to start: {}: {}", config.source, access.error().message);
+    return 2;
+  }
   server::GatewayHandler handler(config, pools_by_name, *edge, **router, **request_log);
   server::HttpServer http_server(io, config.server, handler);
   handler.attach(&http_server);
+  handler.use_keys((*access)->keys());
   auto endpoint = http_server.start();
   if (!endpoint) {
     spdlog::error("refusing to start: {}", endpoint.error().message);
     return 2;
   }
+  auto admin_endpoint = (*access)->start_admin(io);
+  if (!admin_endpoint) {
+    spdlog::error("refusing to start: {}", admin_endpoint.error().message);
+    return 2;
+  }
 
-  // Policy hot reload: SIGHUP, and a poll of the files' modification times.
+  // Policy and keys hot reload: SIGHUP, and a poll of the files (size + mtime, stable over two
+  // polls). The policy is parsed on the router's reload thread, never on an I/O thread.
+  std::atomic<bool> stopping{false};
   asio::signal_set hangup(io, SIGHUP);
   std::function<void()> wait_hangup = [&] {
     hangup.async_wait([&](const boost::system::error_code& ec, int) {
-      if (ec) return;
-      (void)(*router)->reload("SIGHUP");
+      if (ec || stopping) return;
+      asio::co_spawn(io, reload_on_signal(**router, **access), asio::detached);
       wait_hangup();
     });
   };
   wait_hangup();
   asio::steady_timer watch(io);
-  std::function<void()> schedule_watch = [&] {
-    if (config.routing.watch_interval_ms <= 0) return;
-    watch.expires_after(std::chrono::milliseconds(config.routing.watch_interval_ms));
-    watch.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      (*router)->reload_if_changed();
-      schedule_watch();
-    });
-  };
-  schedule_watch();
+  if (config.routing.watch_interval_ms > 0) {
+    asio::co_spawn(io,
+                   watch_files(**router, **access, watch,
+                               std::chrono::milliseconds(config.routing.watch_interval_ms), stopping),
+                   asio::detached);
+  }
 
+  // Shutdown: drain, then cancel what is left and let the io_context run out of work, so that
+  // no coroutine is still suspended when the objects it uses are destroyed. A watchdog ends the
+  // process if that does not happen in time (a stuck peer must not keep a restart waiting).
+  ShutdownWatchdog watchdog;
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal_number) {
     if (ec) return;
     spdlog::info("signal {}: draining {} in-flight request(s), up to {} ms", signal_number,
                  http_server.in_flight(), config.server.drain_timeout_ms);
+    stopping = true;
     hangup.cancel();
     watch.cancel();
-    http_server.drain([&io](bool clean) {
-      spdlog::info(clean ? "drained; exiting" : "drain timeout passed; exiting with requests in flight");
-      io.stop();
+    (*access)->stop();
+    http_server.drain([&](bool clean) {
+      spdlog::info(clean ? "drained; exiting" : "drain timeout passed; cancelling the requests still in flight");
+      http_server.close_all();
+      watchdog.arm(std::chrono::seconds(5), [&] { (*request_log)->flush(); });
     });
   });
 
@@ -132,11 +242,13 @@ int run_serve(const ServeOptions& options) {
   if (endpoint->address().is_v6()) host = "[" + host + "]";
   spdlog::info("config: {}; pools: {}; threads: {}", config.source, pools.size(), threads);
   std::cout << "hengshi listening on http://" << host << ":" << endpoint->port() << std::endl;
+  if (*admin_endpoint) std::cout << "hengshi admin listening on " << server::url_of(**admin_endpoint) << std::endl;
 
   std::vector<std::thread> workers;
   for (int i = 1; i < threads; ++i) workers.emplace_back([&io] { io.run(); });
   io.run();
   for (auto& worker : workers) worker.join();
+  watchdog.disarm();
   (*request_log)->flush();
   return 0;
 }
@@ -146,6 +258,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   CLI::App* serve = app.add_subcommand("serve", "Run the gateway (embedded defaults without --config)");
   serve->add_option("--config", options->config_path, "YAML config file")->check(CLI::ExistingFile);
   serve->add_option("--listen", options->listen, "HOST:PORT to listen on (overrides server.listen)");
+  serve->add_option("--admin-listen", options->admin_listen,
+                    "HOST:PORT for /metrics and /admin/* (overrides server.admin_listen; \"\" = none)");
   serve->add_option("--threads", options->threads, "I/O threads (overrides server.threads; 0 = all cores)");
   serve->add_option("--intent-model", options->intent_model,
                     "intent model directory from `hengshi train` (overrides edge.intent_model)");

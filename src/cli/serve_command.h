@@ -12,6 +12,7 @@ namespace hengshi::cli {
 struct ServeOptions {
   std::string config_path;
   std::string listen;  // overrides server.listen
+  std::optional<std::string> admin_listen;  // overrides server.admin_listen ("" = none)
   int threads = -1;    // overrides server.threads when >= 0
   std::optional<std::string> intent_model;  // overrides edge.intent_model ("" turns it off)
   std::optional<std::string> llm_model;     // overrides edge.llm.model_path

@@ -5,6 +5,10 @@
 #include <charconv>
 #include <random>
 
+#include "core/json_text.h"
+#include "server/auth_metrics.h"
+#include "server/key_errors.h"
+#include "server/key_store.h"
 #include "server/server_metrics.h"
 #include "server/openai_format.h"
 #include "server/sse.h"
@@ -63,11 +67,23 @@ std::string new_request_id() {
 
 Result<Ok, ApiError> apply_extension_headers(const http::request<http::string_body>& request,
                                              HengshiExtension& extension) {
+  auto bounded = [](std::string_view value, std::size_t limit, const char* header) -> Result<std::string, ApiError> {
+    if (value.size() > limit) {
+      return ApiError::invalid_request("invalid_value",
+                                       std::string(header) + " must be at most " + std::to_string(limit) + " bytes",
+                                       header);
+    }
+    return std::string(value);
+  };
   if (auto it = request.find("X-Hengshi-Task-Type"); it != request.end() && extension.task_type.empty()) {
-    extension.task_type = std::string(it->value());
+    auto value = bounded(to_std(it->value()), kMaxTaskTypeBytes, "X-Hengshi-Task-Type");
+    if (!value) return value.error();
+    extension.task_type = std::move(*value);
   }
   if (auto it = request.find("X-Hengshi-Session"); it != request.end() && extension.session_id.empty()) {
-    extension.session_id = std::string(it->value());
+    auto value = bounded(to_std(it->value()), kMaxSessionIdBytes, "X-Hengshi-Session");
+    if (!value) return value.error();
+    extension.session_id = std::move(*value);
   }
   if (auto it = request.find("X-Hengshi-Deadline-Ms"); it != request.end() && !extension.deadline_ms) {
     std::string_view text = to_std(it->value());
@@ -78,7 +94,9 @@ Result<Ok, ApiError> apply_extension_headers(const http::request<http::string_bo
                                        "X-Hengshi-Deadline-Ms must be a positive integer (milliseconds)",
                                        "X-Hengshi-Deadline-Ms");
     }
-    extension.deadline_ms = value;
+    auto checked = check_deadline_ms(value, "X-Hengshi-Deadline-Ms");
+    if (!checked) return checked.error();
+    extension.deadline_ms = *checked;
   }
   return Ok{};
 }
@@ -90,8 +108,8 @@ awaitable<bool> ChatCompletions::finish_stream_with_meta(HttpExchange& exchange,
                       {"created", unix_seconds_now()},
                       {"model", meta.model},
                       {"choices", json::array()},
-                      {"hengshi", meta.to_json()}};
-  std::string event = sse_event(final_chunk.dump());
+                      {"hengshi", client_meta(meta)}};
+  std::string event = sse_event(dump_text(final_chunk));
   if (!co_await exchange.write_chunk(event)) co_return false;
   if (!co_await exchange.write_chunk(kSseDone)) co_return false;
   co_return co_await exchange.finish_stream();
@@ -113,8 +131,8 @@ awaitable<bool> ChatCompletions::send_answer(HttpExchange& exchange, const ChatR
     response.set(http::field::content_type, "application/json");
     set_meta_headers(response, meta);
     json body = completion_object(meta.request_id, meta.model, content, finish_reason, tokens);
-    body["hengshi"] = meta.to_json();
-    response.body() = body.dump(-1, ' ', false, json::error_handler_t::replace);
+    body["hengshi"] = client_meta(meta);
+    response.body() = dump_text(body);
     co_return co_await exchange.send(std::move(response));
   }
   if (!co_await start_stream(exchange, meta)) co_return false;
@@ -124,11 +142,11 @@ awaitable<bool> ChatCompletions::send_answer(HttpExchange& exchange, const ChatR
       completion_chunk(meta.request_id, meta.model, {{"content", content}}, ""),
       completion_chunk(meta.request_id, meta.model, json::object(), finish_reason)};
   for (const json& chunk : chunks) {
-    std::string event = sse_event(chunk.dump(-1, ' ', false, json::error_handler_t::replace));
+    std::string event = sse_event(dump_text(chunk));
     if (!co_await exchange.write_chunk(event)) co_return false;
   }
   if (request.include_usage) {
-    std::string event = sse_event(usage_chunk(meta.request_id, meta.model, tokens).dump());
+    std::string event = sse_event(dump_text(usage_chunk(meta.request_id, meta.model, tokens)));
     if (!co_await exchange.write_chunk(event)) co_return false;
   }
   co_return co_await finish_stream_with_meta(exchange, meta);
@@ -164,10 +182,10 @@ awaitable<void> ChatCompletions::send_error(HttpExchange& exchange, const ApiErr
   json body = error.to_json();
   if (meta) {
     set_meta_headers(response, *meta);
-    body["hengshi"] = meta->to_json();
+    body["hengshi"] = client_meta(*meta);
   }
   if (error.status == 429) response.set(http::field::retry_after, "1");
-  response.body() = body.dump();
+  response.body() = dump_text(body);
   co_await exchange.send(std::move(response));
 }
 
@@ -191,9 +209,17 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
     co_await send_error(exchange, headers.error(), nullptr);
     co_return;
   }
+  // Client keys (GatewayHandler authenticated it): the model must be one the key may use.
+  const ClientKey* key = exchange.client_key().get();
+  if (key && !key->allows_model(request.model)) {
+    AuthMetrics::count_failure("model_not_allowed");
+    co_await send_error(exchange, key_errors::model_not_allowed(key->name, request.model), nullptr);
+    co_return;
+  }
 
   ResponseMeta meta;
   meta.request_id = new_request_id();
+  if (key) meta.key = key->name;
   const auto budget = std::chrono::milliseconds(
       request.hengshi.deadline_ms.value_or(config_.server.default_deadline_ms));
   const Deadline deadline(exchange.received_at() + budget);
@@ -201,6 +227,8 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
   // The intent model runs inline (microseconds); decide() needs its confidence.
   edge::IntentPrediction prediction;
   router::RouteInput input = router::route_input(request, deadline.remaining().count());
+  // A session id means something only within its key: two keys' "s1" are two sessions.
+  if (key && !input.session_id.empty()) input.session_id = key->name + '\x1f' + input.session_id;
   if (edge_.intent) {
     prediction = edge_.intent->predict(input.last_user_text);
     input.prediction = &prediction;
@@ -231,6 +259,13 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
 awaitable<void> ChatCompletions::respond_cloud(HttpExchange& exchange, ChatRequest& request,
                                                ResponseMeta& meta, Deadline deadline) {
   auto pool_it = pools_.find(meta.decision.route);
+  // Checked here, where every cloud answer starts, so no path reaches a pool the key may not use.
+  if (const ClientKey* key = exchange.client_key().get(); key && !key->allows_pool(meta.decision.route)) {
+    AuthMetrics::count_failure("pool_not_allowed");
+    co_await send_error(exchange, key_errors::pool_not_allowed(key->name, meta.decision.route), &meta);
+    log_request(exchange, request, meta, "pool_not_allowed", {}, 0);
+    co_return;
+  }
   if (pool_it == pools_.end() || pool_it->second == nullptr) {
     co_await send_error(exchange,
                         ApiError::unavailable("route_unavailable",
@@ -281,8 +316,8 @@ awaitable<void> ChatCompletions::respond_json(HttpExchange& exchange, ChatReques
   // Overhead is measured just before serialising: everything but the upstream's own time.
   meta.overhead_us = std::max<std::int64_t>(0, micros_since(exchange.received_at()) - reply->latency.count());
   response.set("X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
-  reply->body["hengshi"] = meta.to_json();
-  response.body() = reply->body.dump(-1, ' ', false, json::error_handler_t::replace);
+  reply->body["hengshi"] = client_meta(meta);
+  response.body() = dump_text(reply->body);
   ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
   bool delivered = co_await exchange.send(std::move(response));
   if (!delivered) ServerMetrics::count_disconnect("writing_response");
@@ -324,8 +359,8 @@ awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequ
     } else {
       // Headers are gone: report the failure in-band as an error event, then end the stream.
       json event = error.to_api_error().to_json();
-      event["hengshi"] = meta.to_json();
-      co_await exchange.write_chunk(sse_event(event.dump()));
+      event["hengshi"] = client_meta(meta);
+      co_await exchange.write_chunk(sse_event(dump_text(event)));
       co_await exchange.finish_stream();
       exchange.force_close();
     }
@@ -356,6 +391,7 @@ awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequ
 void ChatCompletions::log_request(const HttpExchange& exchange, const ChatRequest& request,
                                   const ResponseMeta& meta, const std::string& outcome,
                                   const cloud::Usage& usage, std::int64_t ttft_us) {
+  charge_key(exchange, meta, usage);
   if (!log_.enabled()) return;
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   json record = meta.to_json();
@@ -364,12 +400,24 @@ void ChatCompletions::log_request(const HttpExchange& exchange, const ChatReques
   record["outcome"] = outcome;
   record["status"] = exchange.status();
   record["stream"] = request.stream;
-  record["requested_model"] = request.model;
-  record["session"] = or_null(request.hengshi.session_id);
-  record["task_type"] = or_null(request.hengshi.task_type);
+  // Caller-chosen text: a phone number used as a session id must not reach the log.
+  const auto policy = router_.policy();
+  record["session"] = or_null(policy->pii.redact(request.hengshi.session_id));
+  record["task_type"] = or_null(policy->pii.redact(request.hengshi.task_type));
+  record["requested_model"] = policy->pii.redact(request.model);
   record["latency_us"] = {{"total", micros_since(exchange.received_at())}, {"ttft", ttft_us}};
   record["tokens"] = {{"prompt", usage.prompt_tokens}, {"completion", usage.completion_tokens}};
   log_.write(std::move(record));
+}
+
+void ChatCompletions::charge_key(const HttpExchange& exchange, const ResponseMeta& meta,
+                                 const cloud::Usage& usage) {
+  const ClientKey* key = exchange.client_key().get();
+  if (key == nullptr || key_limits_ == nullptr) return;
+  const std::int64_t tokens = usage.prompt_tokens + usage.completion_tokens;
+  const double cost = meta.cost.value_or(0.0);
+  key_limits_->charge(*key, tokens, cost, LimitClock::now());
+  AuthMetrics::charge(key->name, static_cast<long>(tokens), cost);
 }
 
 }  // namespace hengshi::server

@@ -17,6 +17,7 @@
 #include "obs/request_log.h"
 #include "router/router.h"
 #include "server/http_exchange.h"
+#include "server/rate_limiter.h"
 
 namespace hengshi::server {
 
@@ -29,6 +30,9 @@ class ChatCompletions {
   }
 
   awaitable<void> handle(HttpExchange& exchange);
+  // Client keys on: the exchange's key is checked for the model and pool, its session ids are
+  // scoped by key name, and each answer's tokens and cost are charged to `limits`.
+  void use_key_limits(KeyLimits* limits) { key_limits_ = limits; }
 
  private:
   awaitable<void> respond_json(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
@@ -60,8 +64,15 @@ class ChatCompletions {
   awaitable<void> respond_cloud(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
                                 Deadline deadline);
   awaitable<void> send_error(HttpExchange& exchange, const ApiError& error, const ResponseMeta* meta);
+  // The metadata as the client sees it (figures only with server.expose_figures).
+  nlohmann::json client_meta(const ResponseMeta& meta) const {
+    return meta.to_json(config_.server.expose_figures);
+  }
   void log_request(const HttpExchange& exchange, const ChatRequest& request, const ResponseMeta& meta,
                    const std::string& outcome, const cloud::Usage& usage, std::int64_t ttft_us);
+  // Charges the request's key (if any) with its tokens and cost; called from log_request, the
+  // one place every path ends.
+  void charge_key(const HttpExchange& exchange, const ResponseMeta& meta, const cloud::Usage& usage);
 
   const Config& config_;
   std::map<std::string, cloud::CloudPool*> pools_;
@@ -69,6 +80,7 @@ class ChatCompletions {
   router::Router& router_;
   obs::RequestLog& log_;
   std::vector<std::string> pool_names_;
+  KeyLimits* key_limits_ = nullptr;
 };
 
 // Reads X-Hengshi-Task-Type / -Session / -Deadline-Ms into the extension (body fields win).

@@ -5,6 +5,7 @@
 #include "router/complexity.h"
 #include "server/chat_completions.h"
 #include "server/openai_format.h"
+#include "core/json_text.h"
 #include "server/server_metrics.h"
 #include "server/sse.h"
 
@@ -163,9 +164,9 @@ awaitable<void> ChatCompletions::respond_edge_llm(HttpExchange& exchange, ChatRe
   generation.messages = edge_.llm->edge_messages(request.messages);
   if (request.max_tokens) generation.max_tokens = static_cast<int>(std::min<std::int64_t>(*request.max_tokens, 1 << 20));
   generation.stop = request.stop;
-  generation.temperature = request.body.value("temperature", 0.0f);
-  generation.top_p = request.body.value("top_p", 0.95f);
-  generation.seed = request.body.value("seed", std::uint64_t{0});
+  generation.temperature = static_cast<float>(request.temperature.value_or(0.0));
+  generation.top_p = static_cast<float>(request.top_p.value_or(0.95));
+  generation.seed = static_cast<std::uint64_t>(request.seed.value_or(0));
   generation.deadline = deadline;
 
   bool started = false;
@@ -178,14 +179,14 @@ awaitable<void> ChatCompletions::respond_edge_llm(HttpExchange& exchange, ChatRe
         client_ok = co_await start_stream(exchange, meta);
         if (client_ok) {
           json role = completion_chunk(meta.request_id, meta.model, {{"role", "assistant"}, {"content", ""}}, "");
-          client_ok = co_await exchange.write_chunk(sse_event(role.dump()));
+          client_ok = co_await exchange.write_chunk(sse_event(dump_text(role)));
         }
         if (!client_ok) co_return false;
       }
       json delta = {{"content", std::string(piece)}};
       json chunk = completion_chunk(meta.request_id, meta.model, std::move(delta), "");
       client_ok = co_await exchange.write_chunk(
-          sse_event(chunk.dump(-1, ' ', false, json::error_handler_t::replace)));
+          sse_event(dump_text(chunk)));
       co_return client_ok;
     };
   }
@@ -213,8 +214,8 @@ awaitable<void> ChatCompletions::respond_edge_llm(HttpExchange& exchange, ChatRe
       co_await send_error(exchange, error, &meta);
     } else {
       json event = error.to_json();
-      event["hengshi"] = meta.to_json();
-      co_await exchange.write_chunk(sse_event(event.dump()));
+      event["hengshi"] = client_meta(meta);
+      co_await exchange.write_chunk(sse_event(dump_text(event)));
       co_await exchange.finish_stream();
       exchange.force_close();
     }
@@ -243,10 +244,10 @@ awaitable<void> ChatCompletions::respond_edge_llm(HttpExchange& exchange, ChatRe
     delivered = co_await send_answer(exchange, request, meta, answer.text, finish, usage);
   } else {
     json last = completion_chunk(meta.request_id, meta.model, json::object(), finish);
-    delivered = co_await exchange.write_chunk(sse_event(last.dump()));
+    delivered = co_await exchange.write_chunk(sse_event(dump_text(last)));
     if (delivered && request.include_usage) {
       json usage_event = usage_chunk(meta.request_id, meta.model, {usage.prompt_tokens, usage.completion_tokens});
-      delivered = co_await exchange.write_chunk(sse_event(usage_event.dump()));
+      delivered = co_await exchange.write_chunk(sse_event(dump_text(usage_event)));
     }
     if (delivered) delivered = co_await finish_stream_with_meta(exchange, meta);
   }

@@ -2,8 +2,10 @@
 
 #include <array>
 
-#include "obs/metrics.h"
+#include "core/json_text.h"
+#include "server/auth_metrics.h"
 #include "server/chat_completions.h"
+#include "server/key_errors.h"
 #include "server/server_metrics.h"
 
 namespace hengshi::server {
@@ -16,13 +18,12 @@ struct Endpoint {
 
 // The known paths; a known path with another method is a 405, an unknown path a 404.
 // std::array, not a C array: GCC 12 miscompiles range-for over a C array inside a coroutine.
-constexpr std::array<Endpoint, 6> kEndpoints = {{
+// /metrics and /admin/* are on the admin listener only (AdminHandler): here they are 404s.
+constexpr std::array<Endpoint, 4> kEndpoints = {{
     {"/v1/chat/completions", http::verb::post},
     {"/v1/models", http::verb::get},
     {"/healthz", http::verb::get},
     {"/readyz", http::verb::get},
-    {"/metrics", http::verb::get},
-    {"/admin/reload", http::verb::post},
 }};
 
 std::string_view path_of(std::string_view target) {
@@ -39,9 +40,56 @@ GatewayHandler::GatewayHandler(const Config& config, std::map<std::string, cloud
       pools_(pools),
       edge_(edge),
       router_(router),
-      chat_(std::make_unique<ChatCompletions>(config, std::move(pools), edge, router, request_log)) {}
+      chat_(
+          std::make_unique<ChatCompletions>(config, std::move(pools), edge, router, request_log)) {}
 
 GatewayHandler::~GatewayHandler() = default;
+
+void GatewayHandler::use_keys(const KeyStore* keys) {
+  keys_ = keys;
+  chat_->use_key_limits(keys ? &limits_ : nullptr);
+}
+
+awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::string& route) {
+  std::string_view path = path_of(to_std(exchange.request().target()));
+  if (keys_ == nullptr || !path.starts_with("/v1/")) co_return true;
+  std::string_view authorization = to_std(exchange.request()[http::field::authorization]);
+  std::string_view secret = bearer_token(authorization);
+  std::shared_ptr<const ClientKey> key = secret.empty() ? nullptr : keys_->authenticate(secret);
+  if (!key) {
+    AuthMetrics::count_failure(secret.empty() ? "missing_key" : "invalid_key");
+    // The presented key is never echoed, not even in part.
+    ApiError error = key_errors::invalid_api_key(
+        secret.empty() ? "missing API key: send Authorization: Bearer <key>"
+                       : "incorrect API key provided");
+    Response response{http::status::unauthorized, exchange.request().version()};
+    response.set(http::field::content_type, "application/json");
+    response.set(http::field::www_authenticate, "Bearer");
+    response.body() = error.body();
+    co_await exchange.send(std::move(response));
+    co_return false;
+  }
+  AuthMetrics::count_request(key->name);
+  if (route == "/v1/chat/completions" && exchange.request().method() == http::verb::post) {
+    Admission admission = limits_.admit(*key, LimitClock::now());
+    if (!admission.allowed) {
+      AuthMetrics::count_rate_limited(key->name, admission.limit);
+      ApiError error = admission.limit == "budget"
+                           ? key_errors::insufficient_quota(key->name)
+                           : key_errors::rate_limited(key->name, admission.limit);
+      Response response{http::status::too_many_requests, exchange.request().version()};
+      response.set(http::field::content_type, "application/json");
+      if (admission.retry_after_s > 0) {
+        response.set(http::field::retry_after, std::to_string(admission.retry_after_s));
+      }
+      response.body() = error.body();
+      co_await exchange.send(std::move(response));
+      co_return false;
+    }
+  }
+  exchange.set_client_key(std::move(key));
+  co_return true;
+}
 
 void GatewayHandler::on_protocol_error(int status) {
   ServerMetrics::count_request("protocol_error", "-", status);
@@ -54,7 +102,7 @@ awaitable<void> GatewayHandler::handle(HttpExchange& exchange) {
     if (path == endpoint.path) route = endpoint.path;
   }
   ServerMetrics::in_flight().inc();
-  co_await dispatch(exchange, route);
+  if (co_await authenticate(exchange, route)) co_await dispatch(exchange, route);
   ServerMetrics::in_flight().dec();
   std::string method(exchange.request().method_string());
   ServerMetrics::count_request(route, method, exchange.status());
@@ -67,8 +115,8 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
   if (route == "unknown") {
     co_await exchange.send_json(
         http::status::not_found,
-        ApiError::not_found("no route for " + std::string(exchange.request().method_string()) + " " +
-                            std::string(path_of(to_std(exchange.request().target()))))
+        ApiError::not_found("no route for " + std::string(exchange.request().method_string()) +
+                            " " + std::string(path_of(to_std(exchange.request().target()))))
             .body());
     co_return;
   }
@@ -77,10 +125,11 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
       Response response{http::status::method_not_allowed, exchange.request().version()};
       response.set(http::field::allow, http::to_string(endpoint.method));
       response.set(http::field::content_type, "application/json");
-      response.body() = ApiError::method_not_allowed(
-                            std::string(exchange.request().method_string()) + " is not allowed on " +
-                            route + "; use " + std::string(http::to_string(endpoint.method)))
-                            .body();
+      response.body() =
+          ApiError::method_not_allowed(std::string(exchange.request().method_string()) +
+                                       " is not allowed on " + route + "; use " +
+                                       std::string(http::to_string(endpoint.method)))
+              .body();
       co_await exchange.send(std::move(response));
       co_return;
     }
@@ -92,26 +141,9 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
     co_await exchange.send_json(http::status::ok, std::string(R"({"status":"ok"})"));
   } else if (route == "/readyz") {
     bool ready = server_ == nullptr || !server_->draining();
-    co_await exchange.send_json(ready ? http::status::ok : http::status::service_unavailable,
-                                std::string(ready ? R"({"status":"ready"})" : R"({"status":"draining"})"));
-  } else if (route == "/metrics") {
-    Response response{http::status::ok, exchange.request().version()};
-    response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    response.body() = obs::Registry::global().render();
-    co_await exchange.send(std::move(response));
-  } else if (route == "/admin/reload") {
-    // Policy files are small YAML/JSON: reading them inline costs less than a thread hop.
-    auto reloaded = router_.reload("POST /admin/reload");
-    if (reloaded) {
-      std::string body = nlohmann::json{{"status", "reloaded"}, {"version", *reloaded}}.dump();
-      co_await exchange.send_json(http::status::ok, std::move(body));
-    } else {
-      ApiError error = ApiError::invalid_request("policy_rejected",
-                                                 "reload rejected, the running policy stays (" +
-                                                     router_.policy()->version + "): " + reloaded.error().message);
-      error.status = 422;
-      co_await exchange.send_json(http::status::unprocessable_entity, error.body());
-    }
+    co_await exchange.send_json(
+        ready ? http::status::ok : http::status::service_unavailable,
+        std::string(ready ? R"({"status":"ready"})" : R"({"status":"draining"})"));
   } else if (route == "/v1/models") {
     nlohmann::json data = nlohmann::json::array();
     std::vector<std::string> ids;

@@ -1,9 +1,12 @@
-// GatewayHandler: the gateway's HTTP surface (DESIGN.md §4) — dispatches paths to endpoints,
-// answers wrong paths/methods with OpenAI-style 404/405, and records every request in the
-// HTTP metrics.
+// GatewayHandler: the gateway's public HTTP surface (DESIGN.md §4) — authenticates /v1/* with
+// the client keys when auth is on (401 invalid_api_key, 429 for a key's limits), dispatches paths
+// to endpoints, answers wrong paths/methods with OpenAI-style 404/405, and records every request
+// in the HTTP metrics. /healthz and /readyz stay open for load balancers; /metrics and /admin/*
+// are not here (AdminHandler, on its own listener).
 //
-// Ownership: borrows the config, the pools, the edge engines, the router, the request log and the server (for readiness);
-// all must outlive it. Thread-safety: handle() runs concurrently on many strands.
+// Ownership: borrows the config, the pools, the edge engines, the router, the request log, the
+// server (for readiness) and the key store; all must outlive it. Owns the per-key limits.
+// Thread-safety: handle() runs concurrently on many strands.
 #pragma once
 
 #include <map>
@@ -16,6 +19,8 @@
 #include "obs/request_log.h"
 #include "router/router.h"
 #include "server/http_server.h"
+#include "server/key_store.h"
+#include "server/rate_limiter.h"
 
 namespace hengshi::server {
 
@@ -24,23 +29,31 @@ class ChatCompletions;
 class GatewayHandler : public RequestHandler {
  public:
   GatewayHandler(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
-                 const edge::EdgeEngines& edge, router::Router& router, obs::RequestLog& request_log);
+                 const edge::EdgeEngines& edge, router::Router& router,
+                 obs::RequestLog& request_log);
   ~GatewayHandler() override;
 
   // Readiness follows the server: not ready while draining.
   void attach(const HttpServer* server) { server_ = server; }
+  // Client keys: every /v1/* request needs `Authorization: Bearer <key>` of one of them. Null
+  // (the default) = auth off, which the config allows only on a loopback listener.
+  void use_keys(const KeyStore* keys);
 
   awaitable<void> handle(HttpExchange& exchange) override;
   void on_protocol_error(int status) override;
 
  private:
   awaitable<void> dispatch(HttpExchange& exchange, const std::string& route);
+  // True when the request may go on; otherwise the 401/429 has been sent.
+  awaitable<bool> authenticate(HttpExchange& exchange, const std::string& route);
 
   const Config& config_;
   std::map<std::string, cloud::CloudPool*> pools_;
   const edge::EdgeEngines& edge_;
   router::Router& router_;
   const HttpServer* server_ = nullptr;
+  const KeyStore* keys_ = nullptr;
+  KeyLimits limits_;
   std::unique_ptr<ChatCompletions> chat_;
 };
 

@@ -1,6 +1,20 @@
 #include "server/http_exchange.h"
 
+#include "core/json_text.h"
+#include "server/sse.h"
+
 namespace hengshi::server {
+
+void HttpExchange::before_write() { stream_.expires_after(write_timeout_); }
+
+bool HttpExchange::after_write(const beast::error_code& ec) {
+  stream_.expires_never();
+  if (ec) {
+    keep_alive_ = false;
+    client_gone_.cancel();
+  }
+  return !ec;
+}
 
 awaitable<bool> HttpExchange::send(Response response) {
   response_started_ = true;
@@ -11,14 +25,11 @@ awaitable<bool> HttpExchange::send(Response response) {
   response.set(http::field::server, "hengshi");
   response.prepare_payload();
   beast::error_code ec;
+  before_write();
   std::size_t n = co_await http::async_write(stream_, response,
                                              asio::redirect_error(use_awaitable, ec));
   bytes_sent_ += n;
-  if (ec) {
-    keep_alive_ = false;
-    client_gone_.cancel();
-  }
-  co_return !ec;
+  co_return after_write(ec);
 }
 
 awaitable<bool> HttpExchange::send_json(http::status status, std::string body) {
@@ -30,6 +41,7 @@ awaitable<bool> HttpExchange::send_json(http::status status, std::string body) {
 
 awaitable<bool> HttpExchange::start_stream(http::response<http::empty_body> head) {
   response_started_ = true;
+  streaming_ = true;
   status_ = static_cast<int>(head.result_int());
   keep_alive_ = keep_alive_ && request_.keep_alive();
   head.version(request_.version());
@@ -40,33 +52,38 @@ awaitable<bool> HttpExchange::start_stream(http::response<http::empty_body> head
   head.chunked(true);
   http::response_serializer<http::empty_body> serializer(head);
   beast::error_code ec;
+  before_write();
   bytes_sent_ += co_await http::async_write_header(stream_, serializer,
                                                    asio::redirect_error(use_awaitable, ec));
-  if (ec) {
-    keep_alive_ = false;
-    client_gone_.cancel();
-  }
-  co_return !ec;
+  co_return after_write(ec);
 }
 
 awaitable<bool> HttpExchange::write_chunk(std::string_view data) {
   beast::error_code ec;
+  before_write();
   bytes_sent_ += co_await asio::async_write(
       stream_, http::make_chunk(asio::const_buffer(data.data(), data.size())),
       asio::redirect_error(use_awaitable, ec));
-  if (ec) {
-    keep_alive_ = false;
-    client_gone_.cancel();
-  }
-  co_return !ec;
+  co_return after_write(ec);
 }
 
 awaitable<bool> HttpExchange::finish_stream() {
+  stream_finished_ = true;
   beast::error_code ec;
+  before_write();
   bytes_sent_ += co_await asio::async_write(stream_, http::make_chunk_last(),
                                             asio::redirect_error(use_awaitable, ec));
-  if (ec) keep_alive_ = false;
-  co_return !ec;
+  co_return after_write(ec);
+}
+
+awaitable<void> HttpExchange::fail(const ApiError& error) {
+  force_close();  // before sending: the response says "Connection: close"
+  if (!response_started_) {
+    co_await send_json(static_cast<http::status>(error.status), error.body());
+  } else if (streaming_ && !stream_finished_ && !client_gone_.cancelled()) {
+    std::string event = sse_event(error.body());
+    if (co_await write_chunk(event)) co_await finish_stream();
+  }
 }
 
 }  // namespace hengshi::server

@@ -1,11 +1,17 @@
 // HttpExchange: one request on a client connection and the ways to answer it — a whole
 // response, or a chunked SSE stream. Handlers get one per request; it lives on the connection's
 // strand and must not be used after the handler returns.
+//
+// Every write is bounded by the connection's write timeout: a client that stops reading fails
+// the write, which fires client_gone() so the work behind the answer (upstream call, edge
+// generation) is cancelled instead of holding its slot.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "core/api_error.h"
 #include "core/asio.h"
 #include "core/cancel_token.h"
 #include "core/deadline.h"
@@ -15,14 +21,23 @@ namespace hengshi::server {
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
+struct ClientKey;  // server/key_store.h
+
 class HttpExchange {
  public:
-  HttpExchange(beast::tcp_stream& stream, Request& request, Clock::time_point received_at)
-      : stream_(stream), request_(request), received_at_(received_at) {}
+  // `client_gone` is shared with the server's disconnect watcher (the token's state is owned by
+  // both, so a late watcher never touches a finished exchange).
+  HttpExchange(beast::tcp_stream& stream, Request& request, Clock::time_point received_at,
+               CancelToken client_gone, Millis write_timeout)
+      : stream_(stream),
+        request_(request),
+        received_at_(received_at),
+        client_gone_(std::move(client_gone)),
+        write_timeout_(write_timeout) {}
 
   const Request& request() const { return request_; }
   Clock::time_point received_at() const { return received_at_; }
-  // Fired when the client disconnects while the request is being handled.
+  // Fired when the client disconnects, or stops reading, while the request is being handled.
   CancelToken& client_gone() { return client_gone_; }
 
   // Sends a complete response (keep-alive and Content-Length are filled in). False when the
@@ -31,26 +46,44 @@ class HttpExchange {
   awaitable<bool> send_json(http::status status, std::string body);
 
   // Starts a chunked text/event-stream response with the given extra headers already set on
-  // `head`; then send_event() per event and finish_stream() once.
+  // `head`; then write_chunk() per event and finish_stream() once.
   awaitable<bool> start_stream(http::response<http::empty_body> head);
   awaitable<bool> write_chunk(std::string_view data);
   awaitable<bool> finish_stream();
 
+  // Reports `error` the only way still open: the whole error response when nothing was sent,
+  // an SSE error event and the end of the stream when a stream had started, nothing after the
+  // stream ended. The connection is closed afterwards either way.
+  awaitable<void> fail(const ApiError& error);
+
   bool response_started() const { return response_started_; }
+  bool streaming() const { return streaming_; }
   int status() const { return status_; }
   bool keep_alive() const { return keep_alive_; }
   void force_close() { keep_alive_ = false; }
   std::size_t bytes_sent() const { return bytes_sent_; }
 
+  // The client key that authenticated this request (set by GatewayHandler); null when auth is off.
+  const std::shared_ptr<const ClientKey>& client_key() const { return client_key_; }
+  void set_client_key(std::shared_ptr<const ClientKey> key) { client_key_ = std::move(key); }
+
  private:
+  // Arms the write timeout for the next write; records a failed write as the client leaving.
+  void before_write();
+  bool after_write(const beast::error_code& ec);
+
   beast::tcp_stream& stream_;
   Request& request_;
   Clock::time_point received_at_;
   CancelToken client_gone_;
+  Millis write_timeout_;
   bool response_started_ = false;
+  bool streaming_ = false;
+  bool stream_finished_ = false;
   bool keep_alive_ = true;
   int status_ = 0;
   std::size_t bytes_sent_ = 0;
+  std::shared_ptr<const ClientKey> client_key_;
 };
 
 }  // namespace hengshi::server

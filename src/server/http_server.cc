@@ -6,12 +6,31 @@
 #include <cerrno>
 #include <charconv>
 
+#include <spdlog/spdlog.h>
+
 #include "core/api_error.h"
+#include "core/json_text.h"
+#include "server/server_metrics.h"
 
 namespace hengshi::server {
 namespace {
 
 constexpr std::size_t kHeaderLimitBytes = 16 * 1024;
+constexpr std::size_t kFirstReadBytes = 4 * 1024;  // the first read of a request
+constexpr Millis kAcceptBackoff{100};              // after EMFILE/ENFILE at accept
+
+// A coroutine that ended with an exception nobody caught: log it (never rethrow into Asio,
+// which would end the io_context's run()).
+void log_escaped(const char* what, const std::exception_ptr& failure) {
+  if (!failure) return;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    spdlog::error("{} ended with an exception: {}", what, e.what());
+  } catch (...) {
+    spdlog::error("{} ended with an unknown exception", what);
+  }
+}
 
 Result<tcp::endpoint> parse_listen(const std::string& listen) {
   auto colon = listen.rfind(':');
@@ -41,9 +60,13 @@ bool is_disconnect(const beast::error_code& ec) {
 }  // namespace
 
 struct HttpServer::Connection {
-  explicit Connection(tcp::socket socket) : stream(std::move(socket)) {}
+  Connection(tcp::socket socket, asio::ip::address peer_address)
+      : stream(std::move(socket)), peer(std::move(peer_address)) {}
   beast::tcp_stream stream;
-  bool idle = true;  // waiting for the next request's first bytes; touched only on the strand
+  asio::ip::address peer;
+  // Touched only on the connection's strand:
+  bool idle = true;     // waiting for the next request's first byte
+  CancelToken current;  // the request in flight's client_gone (shared with its exchange)
 };
 
 HttpServer::HttpServer(asio::io_context& io, const ServerConfig& config, RequestHandler& handler)
@@ -61,11 +84,40 @@ Result<tcp::endpoint> HttpServer::start() {
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return Error{"listen_failed", "cannot listen on " + config_.listen + ": " + ec.message()};
   endpoint_ = acceptor_.local_endpoint();
-  asio::co_spawn(io_, accept_loop(), asio::detached);
+  asio::co_spawn(io_, accept_loop(), [](const std::exception_ptr& failure) {
+    log_escaped("accept loop", failure);
+  });
   return endpoint_;
 }
 
+bool HttpServer::admit(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard lock(connections_mutex_);
+  if (static_cast<int>(connections_.size()) >= config_.max_connections) {
+    ServerMetrics::count_connection_rejected("max_connections");
+    return false;
+  }
+  int& from_peer = connections_per_ip_[connection->peer];
+  if (from_peer >= config_.max_connections_per_ip) {
+    if (from_peer == 0) connections_per_ip_.erase(connection->peer);
+    ServerMetrics::count_connection_rejected("max_connections_per_ip");
+    return false;
+  }
+  ++from_peer;
+  connections_.insert(connection);
+  ServerMetrics::open_connections().inc();
+  return true;
+}
+
+void HttpServer::forget(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard lock(connections_mutex_);
+  if (connections_.erase(connection) == 0) return;
+  ServerMetrics::open_connections().dec();
+  auto it = connections_per_ip_.find(connection->peer);
+  if (it != connections_per_ip_.end() && --it->second <= 0) connections_per_ip_.erase(it);
+}
+
 awaitable<void> HttpServer::accept_loop() {
+  asio::steady_timer backoff(acceptor_.get_executor());
   while (!draining_) {
     // Each connection gets its own strand so its request, its upstream call and its
     // disconnect watcher never run concurrently.
@@ -74,15 +126,31 @@ awaitable<void> HttpServer::accept_loop() {
     tcp::socket socket = co_await acceptor_.async_accept(strand, asio::redirect_error(use_awaitable, ec));
     if (ec) {
       if (draining_ || ec == asio::error::operation_aborted) break;
-      continue;  // e.g. EMFILE: keep serving the connections we have
+      ServerMetrics::count_accept_error(ec == asio::error::no_descriptors ? "emfile" : "other");
+      if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+          ec == asio::error::no_memory || ec.value() == ENFILE) {
+        // Out of descriptors: accepting again at once would fail again at once (a busy loop).
+        // Wait for connections to close; the kernel keeps the backlog meanwhile.
+        spdlog::warn("accept on {}: {}; pausing accepts for {} ms", config_.listen, ec.message(),
+                     kAcceptBackoff.count());
+        backoff.expires_after(kAcceptBackoff);
+        co_await backoff.async_wait(asio::redirect_error(use_awaitable, ec));
+      }
+      continue;
     }
+    auto peer = socket.remote_endpoint(ec);
+    if (ec) continue;  // gone already; the socket closes here
     socket.set_option(tcp::no_delay(true), ec);
-    auto connection = std::make_shared<Connection>(std::move(socket));
-    {
-      std::lock_guard lock(connections_mutex_);
-      connections_.insert(connection);
+    auto connection = std::make_shared<Connection>(std::move(socket), peer.address());
+    if (!admit(connection)) {
+      // Over a cap: close at once. A reset says "go away" without costing us a drain.
+      connection->stream.socket().set_option(asio::socket_base::linger(true, 0), ec);
+      connection->stream.socket().close(ec);
+      continue;
     }
-    asio::co_spawn(strand, serve(connection), asio::detached);
+    asio::co_spawn(strand, serve(connection), [](const std::exception_ptr& failure) {
+      log_escaped("connection", failure);
+    });
   }
 }
 
@@ -116,17 +184,22 @@ awaitable<bool> HttpServer::reject_early(beast::tcp_stream& stream,
 
 awaitable<void> HttpServer::reject_read_error(beast::tcp_stream& stream,
                                               http::request_parser<http::string_body>& parser,
-                                              beast::error_code ec, bool reading_body) {
+                                              beast::error_code ec, bool got_bytes) {
   // A chunked body can overflow the limit while the headers are still being parsed.
   if (ec == http::error::body_limit) {
     co_await reject_early(stream, parser, http::status::payload_too_large,
                           ApiError::payload_too_large("request body exceeds the limit of " +
                                                       std::to_string(config_.max_body_bytes) + " bytes")
                               .body());
-  } else if (reading_body && ec == beast::error::timeout) {
+  } else if (ec == http::error::header_limit) {
+    co_await reject_early(stream, parser, http::status::request_header_fields_too_large,
+                          ApiError{431, "invalid_request_error", "headers_too_large",
+                                   "request headers exceed " + std::to_string(kHeaderLimitBytes) + " bytes", {}}
+                              .body());
+  } else if (got_bytes && ec == beast::error::timeout) {
     co_await reject_early(stream, parser, http::status::request_timeout,
                           ApiError{408, "invalid_request_error", "request_timeout",
-                                   "the request body did not arrive within " +
+                                   "the request's headers and body did not arrive within " +
                                        std::to_string(config_.read_timeout_ms) + " ms", {}}
                               .body());
   } else if (!is_disconnect(ec) && ec != http::error::partial_message) {
@@ -137,24 +210,95 @@ awaitable<void> HttpServer::reject_read_error(beast::tcp_stream& stream,
   // Otherwise (idle timeout, client gone) there is nobody to answer.
 }
 
+// Bounds a request's header + body read: on expiry it cancels the socket's operations (they
+// fail with operation_aborted) but leaves the socket open, so a 408 can still be written.
+// The timer's callback owns what it touches, so a late callback never sees a freed frame.
+class HttpServer::ReadTimer {
+ public:
+  ReadTimer(const std::shared_ptr<Connection>& owner, Millis timeout)
+      : timer_(owner->stream.get_executor()), state_(std::make_shared<State>()) {
+    timer_.expires_after(timeout);
+    timer_.async_wait([state = state_, owner](const beast::error_code& ec) {
+      if (ec || !state->armed) return;
+      state->fired = true;
+      beast::error_code cancel_ec;
+      owner->stream.socket().cancel(cancel_ec);
+    });
+  }
+  ~ReadTimer() { disarm(); }
+  ReadTimer(const ReadTimer&) = delete;
+  ReadTimer& operator=(const ReadTimer&) = delete;
+
+  bool fired() const { return state_->fired; }
+  void disarm() {
+    state_->armed = false;
+    timer_.cancel();
+  }
+
+ private:
+  struct State {
+    bool armed = true;
+    bool fired = false;
+  };
+  asio::steady_timer timer_;
+  std::shared_ptr<State> state_;
+};
+
 awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
-  beast::tcp_stream& stream = connection->stream;
+  // Runs however serve_requests() ends, also when the io_context is destroyed with this
+  // coroutine suspended: the socket closes and the caps are given back.
+  struct Release {
+    HttpServer* server;
+    std::shared_ptr<Connection> connection;
+    ~Release() {
+      beast::error_code ec;
+      connection->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+      connection->stream.socket().close(ec);
+      server->forget(connection);
+    }
+  } release{this, connection};
+  try {
+    co_await serve_requests(connection);
+  } catch (const std::exception& e) {
+    // Only the server's own steps are left here (the handler's exceptions are caught per
+    // request); nothing can be answered any more.
+    spdlog::error("connection from {}: {}", connection->peer.to_string(), e.what());
+    ServerMetrics::count_handler_exception();
+  }
+}
+
+awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
+  Connection& connection = *owner;
+  beast::tcp_stream& stream = connection.stream;
   beast::flat_buffer buffer;
   const auto idle_timeout = std::chrono::milliseconds(config_.idle_timeout_ms);
   const auto read_timeout = std::chrono::milliseconds(config_.read_timeout_ms);
+  const auto write_timeout = std::chrono::milliseconds(config_.write_timeout_ms);
 
   while (!draining_) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHeaderLimitBytes);
     parser.body_limit(static_cast<std::uint64_t>(config_.max_body_bytes));
-
-    connection->idle = true;
-    stream.expires_after(idle_timeout);
     beast::error_code ec;
+
+    // Keep-alive: the next request's first byte may take up to the idle timeout ...
+    connection.idle = true;
+    if (buffer.size() == 0) {
+      stream.expires_after(idle_timeout);
+      std::size_t n = co_await stream.async_read_some(buffer.prepare(kFirstReadBytes),
+                                                      asio::redirect_error(use_awaitable, ec));
+      buffer.commit(n);
+    }
+    connection.idle = false;
+    if (ec) break;  // idle timeout, client gone, or drain: nobody to answer
+    // ... then its headers and body must arrive within the read timeout (slowloris: 408). Not
+    // the stream's own expiry: that closes the socket, and the 408 could not be written.
+    stream.expires_never();
+    ReadTimer read_timer(owner, read_timeout);
     co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-    connection->idle = false;
     if (ec) {
-      co_await reject_read_error(stream, parser, ec, /*reading_body=*/false);
+      co_await reject_read_error(stream, parser, read_timer.fired() ? beast::error::timeout : ec,
+                                 /*got_bytes=*/true);
       break;
     }
 
@@ -181,47 +325,88 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
       break;
     }
 
-    stream.expires_after(read_timeout);
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      co_await reject_read_error(stream, parser, ec, /*reading_body=*/true);
+      co_await reject_read_error(stream, parser, read_timer.fired() ? beast::error::timeout : ec,
+                                 /*got_bytes=*/true);
       break;
     }
+    read_timer.disarm();
     const auto received_at = Clock::now();
-    stream.expires_never();
 
     Request request = parser.release();
-    HttpExchange exchange(stream, request, received_at);
+    CancelToken client_gone;
+    connection.current = client_gone;
+    HttpExchange exchange(stream, request, received_at, client_gone, write_timeout);
+
+    if (in_flight_.load() > config_.max_in_flight) {
+      // Shed at once, before any work: a fast 429 is cheaper for everyone than a slow queue.
+      ServerMetrics::count_request("overloaded", "-", 429);
+      Response response{http::status::too_many_requests, request.version()};
+      response.set(http::field::content_type, "application/json");
+      response.set(http::field::retry_after, "1");
+      response.body() = ApiError::too_many_requests(
+                            "gateway_overloaded", "the gateway is at server.max_in_flight (" +
+                                                      std::to_string(config_.max_in_flight) +
+                                                      ") requests; retry shortly")
+                            .body();
+      if (!co_await exchange.send(std::move(response)) || !exchange.keep_alive()) break;
+      continue;
+    }
 
     // Watches the socket while the handler works: readable with nothing to read means the
-    // client closed, so upstream work is cancelled (a pipelined next request just ends the watch).
-    auto watching = std::make_shared<bool>(true);
-    stream.socket().async_wait(
-        tcp::socket::wait_read,
-        [watching, &exchange, &stream](const boost::system::error_code& wait_ec) {
-          if (!*watching || wait_ec) return;
-          // Raw non-blocking peek: Asio's sync receive would poll() forever, blocking this I/O
-          // thread, when the readable bytes were already consumed by the time we run.
-          char probe = 0;
-          ssize_t n = ::recv(stream.socket().native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            exchange.client_gone().cancel();
-          }
-        });
+    // client closed, so upstream work is cancelled (a pipelined next request just ends the
+    // watch). The callback owns what it touches: the token's state and the connection.
+    struct Watch {
+      bool active = true;
+      CancelToken client_gone;
+    };
+    auto watch = std::make_shared<Watch>(Watch{true, client_gone});
+    stream.socket().async_wait(tcp::socket::wait_read, [watch, owner](const beast::error_code& wait_ec) {
+      if (!watch->active || wait_ec) return;
+      auto* socket = &owner->stream.socket();
+      // Raw non-blocking peek: Asio's sync receive would poll() forever, blocking this I/O
+      // thread, when the readable bytes were already consumed by the time we run.
+      char probe = 0;
+      ssize_t n = ::recv(socket->native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        watch->client_gone.cancel();
+      }
+    });
 
-    co_await handler_.handle(exchange);
+    std::exception_ptr failure;
+    try {
+      co_await handler_.handle(exchange);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (failure) co_await answer_exception(exchange, failure);
 
-    *watching = false;
+    watch->active = false;
     beast::error_code cancel_ec;
     stream.socket().cancel(cancel_ec);
+    connection.current = CancelToken();
     if (!exchange.keep_alive() || exchange.client_gone().cancelled()) break;
   }
+}
 
-  beast::error_code ec;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.socket().close(ec);
-  std::lock_guard lock(connections_mutex_);
-  connections_.erase(connection);
+awaitable<void> HttpServer::answer_exception(HttpExchange& exchange, const std::exception_ptr& failure) {
+  ServerMetrics::count_handler_exception();
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  spdlog::error("{} {}: handler failed: {}", std::string(exchange.request().method_string()),
+                valid_utf8(to_std(exchange.request().target()).substr(0, 200)), what);
+  try {
+    co_await exchange.fail(ApiError::internal(
+        "the gateway failed while handling this request; the failure was logged"));
+  } catch (...) {
+    exchange.force_close();  // not even the error could be written: just close
+  }
 }
 
 int HttpServer::open_connections() const {
@@ -249,6 +434,8 @@ void HttpServer::drain(std::function<void(bool clean)> done) {
       }
     });
   }
+  spdlog::info("{}: draining {} connection(s), {} request(s) in flight", config_.listen, open.size(),
+               in_flight_.load());
   drain_timer_ = std::make_unique<asio::steady_timer>(io_, std::chrono::milliseconds(config_.drain_timeout_ms));
   drain_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
@@ -260,6 +447,28 @@ void HttpServer::drain(std::function<void(bool clean)> done) {
     if (callback) callback(false);
   });
   check_drained();
+}
+
+void HttpServer::close_all() {
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    std::lock_guard lock(connections_mutex_);
+    draining_ = true;
+    open.assign(connections_.begin(), connections_.end());
+  }
+  asio::post(acceptor_.get_executor(), [this] {
+    beast::error_code ec;
+    acceptor_.close(ec);
+  });
+  if (drain_timer_) drain_timer_->cancel();
+  for (auto& connection : open) {
+    asio::post(connection->stream.get_executor(), [connection] {
+      connection->current.cancel();  // upstream calls and generations stop
+      beast::error_code ec;
+      connection->stream.socket().cancel(ec);
+      connection->stream.socket().close(ec);
+    });
+  }
 }
 
 void HttpServer::check_drained() {

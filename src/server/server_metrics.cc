@@ -1,13 +1,28 @@
 #include "server/server_metrics.h"
 
+#include <array>
+
 namespace hengshi::server {
 
 using obs::Registry;
 
+namespace {
+
+const std::string& bounded_method(const std::string& method) {
+  static const std::array<std::string, 9> kMethods = {"GET", "POST", "PUT", "DELETE", "HEAD",
+                                                      "OPTIONS", "PATCH", "-", "other"};
+  for (const auto& known : kMethods) {
+    if (method == known) return known;
+  }
+  return kMethods.back();
+}
+
+}  // namespace
+
 void ServerMetrics::count_request(const std::string& route, const std::string& method, int status) {
   Registry::global()
       .counter("hengshi_http_requests_total", "HTTP requests by route, method and status",
-               {{"route", route}, {"method", method}, {"status", std::to_string(status)}})
+               {{"route", route}, {"method", bounded_method(method)}, {"status", std::to_string(status)}})
       .inc();
 }
 
@@ -68,6 +83,30 @@ obs::Gauge& ServerMetrics::in_flight() {
   static obs::Gauge& gauge =
       Registry::global().gauge("hengshi_http_in_flight_requests", "Requests being handled now");
   return gauge;
+}
+
+void ServerMetrics::count_connection_rejected(const std::string& reason) {
+  Registry::global()
+      .counter("hengshi_connections_rejected_total", "Connections closed at accept, by the cap they hit",
+               {{"reason", reason}})
+      .inc();
+}
+
+void ServerMetrics::count_accept_error(const std::string& error) {
+  Registry::global()
+      .counter("hengshi_accept_errors_total", "Failed accepts (emfile: out of descriptors)", {{"error", error}})
+      .inc();
+}
+
+obs::Gauge& ServerMetrics::open_connections() {
+  static obs::Gauge& gauge = Registry::global().gauge("hengshi_open_connections", "Open client connections");
+  return gauge;
+}
+
+void ServerMetrics::count_handler_exception() {
+  static obs::Counter& counter = Registry::global().counter(
+      "hengshi_handler_exceptions_total", "Requests whose handler failed unexpectedly (answered 500)");
+  counter.inc();
 }
 
 }  // namespace hengshi::server

@@ -9,7 +9,8 @@
 namespace hengshi::server {
 
 struct ServerMetrics {
-  // hengshi_http_requests_total{route, method, status}
+  // hengshi_http_requests_total{route, method, status}; methods outside the standard verbs are
+  // counted as "other" (the label set stays bounded whatever clients send)
   static void count_request(const std::string& route, const std::string& method, int status);
   // hengshi_http_request_duration_seconds{route}
   static void observe_latency(const std::string& route, double seconds);
@@ -26,6 +27,14 @@ struct ServerMetrics {
   // hengshi_edge_verifications_total{verdict}: yes | no | error (middle_band_verify)
   static void count_verification(const std::string& verdict);
   static obs::Gauge& in_flight();
+  // hengshi_connections_rejected_total{reason}: closed at accept (max_connections[_per_ip])
+  static void count_connection_rejected(const std::string& reason);
+  // hengshi_accept_errors_total{error}: emfile | other
+  static void count_accept_error(const std::string& error);
+  // hengshi_open_connections
+  static obs::Gauge& open_connections();
+  // hengshi_handler_exceptions_total: requests whose handler threw (answered 500)
+  static void count_handler_exception();
 };
 
 }  // namespace hengshi::server

@@ -2,39 +2,15 @@
 // hengshi-sim, exactly as an app would (only baseURL changes).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { binDir, startListening, stopAll } from './processes.mjs';
 
-const binDir = process.env.HENGSHI_BIN_DIR;
-if (!binDir) throw new Error('HENGSHI_BIN_DIR must point at the build folder');
-
-const children = [];
 const sourceDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-// Starts a binary and resolves with its base URL once it prints "listening on http://...".
-function startListening(path, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(path, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    children.push(child);
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`${path} did not listen in 20 s: ${out}${err}`)), 20000);
-    child.stdout.on('data', (data) => {
-      out += data;
-      const match = out.match(/listening on (http:\/\/[^\s]+)/);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.stderr.on('data', (data) => { err += data; });
-    child.on('exit', (code) => reject(new Error(`${path} exited ${code}: ${out}${err}`)));
-  });
-}
 
 let client;
 
@@ -49,7 +25,7 @@ before(async () => {
   assert.equal(trained.status, 0, `hengshi train failed: ${trained.stdout}${trained.stderr}`);
   const config = join(dir, 'gateway.yaml');
   writeFileSync(config, [
-    'server: {listen: "127.0.0.1:0", threads: 1}',
+    'server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0", threads: 1}',
     'log: {requests: ""}',
     'edge: {intent_model: "' + join(dir, 'model') + '"}',
     'pools:',
@@ -62,7 +38,7 @@ before(async () => {
 });
 
 after(() => {
-  for (const child of children) child.kill('SIGTERM');
+  stopAll();
 });
 
 test('chat.completions.create without stream returns the answer and hengshi metadata', async () => {

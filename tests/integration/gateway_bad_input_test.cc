@@ -101,7 +101,7 @@ TEST_F(GatewayBadInputTest, ClientThatDisconnectsWhileWaitingCancelsTheUpstreamC
   EXPECT_TRUE(wait_until([&] { return sim_stats(*small_)["client_disconnects"] == 1; }))
       << "the gateway must close the upstream connection when its client leaves";
   EXPECT_TRUE(wait_until([&] {
-    return get("/metrics").body.find("hengshi_client_disconnects_total{phase=\"waiting_upstream\"} 1") !=
+    return admin_get("/metrics").body.find("hengshi_client_disconnects_total{phase=\"waiting_upstream\"} 1") !=
            std::string::npos;
   }));
   expect_gateway_alive();

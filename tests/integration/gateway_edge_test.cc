@@ -213,8 +213,8 @@ TEST_F(GatewayEdgeTest, ModelsListTheEdgeAndTheLogRecordsIt) {
   ASSERT_EQ(chat(user_message("edge", "我的订单到哪了")).status, 200);
   // Metrics and the log line are written just after the response: wait for them.
   const std::string edge_ok = "hengshi_edge_requests_total{engine=\"intent\",outcome=\"ok\"} 1";
-  EXPECT_TRUE(wait_until([&] { return get("/metrics").body.find(edge_ok) != std::string::npos; }))
-      << get("/metrics").body;
+  EXPECT_TRUE(wait_until([&] { return admin_get("/metrics").body.find(edge_ok) != std::string::npos; }))
+      << admin_get("/metrics").body;
   std::string last;
   ASSERT_TRUE(wait_until([&] {
     std::ifstream in(log_path_);

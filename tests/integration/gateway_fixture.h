@@ -20,6 +20,8 @@ struct GatewayOptions {
   int small_total_timeout_ms = 3000;
   std::string small_url_override;    // e.g. a closed port for connect-failure tests
   std::string extra_yaml;            // appended at the top level (e.g. an edge: section)
+  int max_body_bytes = 65536;
+  bool expose_figures = true;  // most tests read the decision's figures from the response
 };
 
 class GatewayFixture : public ::testing::Test {
@@ -36,8 +38,10 @@ class GatewayFixture : public ::testing::Test {
     std::ofstream(config_path_) << "server:\n"
                                 << "  listen: 127.0.0.1:0\n"
                                 << "  threads: 2\n"
-                                << "  max_body_bytes: 65536\n"
+                                << "  max_body_bytes: " << options.max_body_bytes << "\n"
                                 << "  drain_timeout_ms: 10000\n"
+                                << "  expose_figures: " << (options.expose_figures ? "true" : "false") << "\n"
+                                << "  admin_listen: 127.0.0.1:0\n"
                                 << options.extra_server_yaml << "log:\n"
                                 << "  requests: " << log_path_ << "\n"
                                 << "pools:\n"
@@ -75,6 +79,13 @@ class GatewayFixture : public ::testing::Test {
   }
   HttpResult get(const std::string& target) {
     return http_call(gateway_->host(), gateway_->port(), {"GET", target, "", "", {}});
+  }
+  // The admin listener (/metrics, /admin/*), apart from the public port.
+  HttpResult admin_get(const std::string& target, std::map<std::string, std::string> headers = {}) {
+    return http_call(gateway_->host(), gateway_->admin_port(), {"GET", target, "", "", std::move(headers)});
+  }
+  HttpResult admin_post(const std::string& target, std::map<std::string, std::string> headers = {}) {
+    return http_call(gateway_->host(), gateway_->admin_port(), {"POST", target, "", "", std::move(headers)});
   }
   nlohmann::json sim_stats(ChildProcess& sim) {
     return http_call(sim.host(), sim.port(), {"GET", "/admin/stats", "", "", {}}).json();

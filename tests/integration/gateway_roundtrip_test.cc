@@ -112,8 +112,8 @@ TEST_F(GatewayRoundTripTest, ServiceEndpoints) {
   // The request is counted just after its response is written: wait for the count, not a sleep.
   const std::string counted =
       "hengshi_http_requests_total{route=\"/v1/chat/completions\",method=\"POST\",status=\"200\"} 1";
-  EXPECT_TRUE(wait_until([&] { return get("/metrics").body.find(counted) != std::string::npos; }));
-  auto metrics = get("/metrics");
+  EXPECT_TRUE(wait_until([&] { return admin_get("/metrics").body.find(counted) != std::string::npos; }));
+  auto metrics = admin_get("/metrics");
   ASSERT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.header("content-type").find("text/plain"), std::string::npos);
   EXPECT_NE(metrics.body.find("hengshi_http_requests_total{route=\"/v1/chat/completions\",method=\"POST\",status=\"200\"} 1"),

@@ -122,7 +122,7 @@ TEST_F(GatewayRouterTest, ReloadSwapsThePolicyAndABadFileKeepsTheOldOne) {
   EXPECT_EQ(meta_of(chat(user_message("auto", "zebra crossing")))["route"], "cloud-small");
 
   write_policy("sensitive:\n  - {name: zebra, keywords: [zebra], target: human}\n");
-  auto reloaded = post("/admin/reload");
+  auto reloaded = admin_post("/admin/reload");
   ASSERT_EQ(reloaded.status, 200) << reloaded.body;
   const std::string after = reloaded.json()["version"];
   EXPECT_NE(after, before);
@@ -131,7 +131,7 @@ TEST_F(GatewayRouterTest, ReloadSwapsThePolicyAndABadFileKeepsTheOldOne) {
   EXPECT_EQ(meta["figures"]["policy"], after);
 
   write_policy("sensitive:\n  - {name: zebra, keywords: [zebra], target: moon}\n");
-  auto rejected = post("/admin/reload");
+  auto rejected = admin_post("/admin/reload");
   EXPECT_EQ(rejected.status, 422) << rejected.body;
   EXPECT_EQ(rejected.json()["error"]["code"], "policy_rejected");
   EXPECT_NE(rejected.json()["error"]["message"].get<std::string>().find("sensitive[0]"), std::string::npos);
@@ -143,7 +143,7 @@ TEST_F(GatewayRouterTest, ReloadSwapsThePolicyAndABadFileKeepsTheOldOne) {
   EXPECT_TRUE(wait_until([&] {
     return meta_of(chat(user_message("auto", "zebra crossing")))["route"] == "cloud-small";
   }));
-  auto metrics = get("/metrics").body;
+  auto metrics = admin_get("/metrics").body;
   EXPECT_NE(metrics.find("hengshi_router_policy_reloads_total{outcome=\"rejected\"} 1"), std::string::npos);
   expect_gateway_alive();
 }

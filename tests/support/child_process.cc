@@ -23,6 +23,20 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// Under scripts/test-sanitize a sanitizer report in a child's stderr is copied to
+// $HENGSHI_SANITIZER_REPORT_DIR before the file is deleted: UBSan writes there even when
+// ASAN_OPTIONS names a log_path, and the script fails the run on any file in that folder, so a
+// report in a child fails it even when the test that started the child passed.
+void keep_sanitizer_report(const std::string& stderr_path, pid_t pid) {
+  const char* dir = std::getenv("HENGSHI_SANITIZER_REPORT_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string text = read_file(stderr_path);
+  const bool report = text.find("runtime error:") != std::string::npos ||
+                      text.find("Sanitizer:") != std::string::npos;
+  if (!report) return;
+  std::ofstream(std::string(dir) + "/child-stderr." + std::to_string(pid)) << text;
+}
+
 }  // namespace
 
 std::string binary_path(const std::string& relative) {
@@ -123,6 +137,7 @@ ChildProcess::~ChildProcess() {
     ::waitpid(pid_, &status, 0);
   }
   if (!stdout_path_.empty()) {
+    keep_sanitizer_report(stderr_path_, pid_);
     ::unlink(stdout_path_.c_str());
     ::unlink(stderr_path_.c_str());
   }
@@ -154,6 +169,22 @@ std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return std::nullopt;
+}
+
+int ChildProcess::admin_port() {
+  if (admin_port_ != 0) return admin_port_;
+  static const std::regex admin(R"(admin listening on http://([^:\s]+|\[[^\]]+\]):(\d+))");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::smatch match;
+    std::string text = read_file(stdout_path_);
+    if (std::regex_search(text, match, admin)) {
+      admin_port_ = std::stoi(match[2]);
+      return admin_port_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  throw std::runtime_error("no admin listener line from pid " + std::to_string(pid_) + ":\n" + output());
 }
 
 std::string ChildProcess::output() const {

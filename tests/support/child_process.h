@@ -39,6 +39,9 @@ class ChildProcess {
   const std::string& host() const { return host_; }
   int port() const { return port_; }
   std::string base_url() const { return "http://" + host_ + ":" + std::to_string(port_); }
+  // The admin listener's port, from the "admin listening on http://HOST:PORT" line `hengshi
+  // serve` prints after the public one (waits for it, bounded); throws when there is none.
+  int admin_port();
 
   void signal(int signal_number) const;
   // Waits (bounded) for exit; returns the exit status, or nullopt on timeout.
@@ -52,6 +55,7 @@ class ChildProcess {
   pid_t pid_ = -1;
   std::string host_;
   int port_ = 0;
+  int admin_port_ = 0;
   std::string stdout_path_;
   std::string stderr_path_;
   bool reaped_ = false;

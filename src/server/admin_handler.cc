@@ -1,0 +1,159 @@
+#include "server/admin_handler.h"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/json_text.h"
+#include "obs/metrics.h"
+#include "server/auth_metrics.h"
+#include "server/server_metrics.h"
+
+namespace hengshi::server {
+namespace {
+
+std::string_view path_of(std::string_view target) {
+  auto query = target.find('?');
+  return query == std::string_view::npos ? target : target.substr(0, query);
+}
+
+bool same_secret(std::string_view presented, const std::string& expected) {
+  // Hash both to a fixed length so the comparison time depends on neither length nor content.
+  const Sha256 a = sha256(presented);
+  const Sha256 b = sha256(expected);
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace
+
+std::string host_without_port(std::string_view value, bool is_origin) {
+  if (is_origin) {
+    auto scheme = value.find("://");
+    if (scheme == std::string_view::npos) return {};
+    value.remove_prefix(scheme + 3);
+    auto slash = value.find('/');
+    if (slash != std::string_view::npos) value = value.substr(0, slash);
+  }
+  std::string host;
+  if (!value.empty() && value.front() == '[') {
+    auto close = value.find(']');
+    if (close == std::string_view::npos) return {};
+    host = std::string(value.substr(0, close + 1));
+  } else {
+    host = std::string(value.substr(0, value.find(':')));
+  }
+  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return host;
+}
+
+AdminHandler::AdminHandler(std::vector<std::string> allowed_hosts, std::string token,
+                           router::Router& router, KeyStore* keys)
+    : allowed_hosts_(std::move(allowed_hosts)),
+      token_(std::move(token)),
+      router_(router),
+      keys_(keys) {
+  for (auto& host : allowed_hosts_) {
+    for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+}
+
+void AdminHandler::on_protocol_error(int status) {
+  ServerMetrics::count_request("admin_protocol_error", "-", status);
+}
+
+awaitable<void> AdminHandler::handle(HttpExchange& exchange) {
+  const auto& request = exchange.request();
+  const std::string path(path_of(to_std(request.target())));
+  auto allowed = [&](const std::string& host) {
+    return !host.empty() &&
+           std::find(allowed_hosts_.begin(), allowed_hosts_.end(), host) != allowed_hosts_.end();
+  };
+  std::string refusal;
+  if (!allowed(host_without_port(to_std(request[http::field::host]), false))) {
+    refusal = "admin_host";
+  } else if (auto origin = request.find(http::field::origin);
+             origin != request.end() &&
+             !allowed(host_without_port(to_std(origin->value()), true))) {
+    refusal = "admin_origin";
+  }
+  if (!refusal.empty()) {
+    AuthMetrics::count_failure(refusal);
+    const std::string what = refusal == "admin_host" ? "Host" : "Origin";
+    ApiError error{403,
+                   "permission_error",
+                   "forbidden",
+                   what + " is not an allowed admin host (server.admin_allowed_hosts)",
+                   {}};
+    std::string body = error.body();
+    co_await exchange.send_json(http::status::forbidden, std::move(body));
+  } else if (!token_.empty() &&
+             !same_secret(bearer_token(to_std(request[http::field::authorization])), token_)) {
+    AuthMetrics::count_failure("admin_token");
+    ApiError error{
+        401,
+        "invalid_request_error",
+        "invalid_admin_token",
+        "admin requests need Authorization: Bearer <admin token> (server.admin_token_env)",
+        {}};
+    std::string body = error.body();
+    co_await exchange.send_json(http::status::unauthorized, std::move(body));
+  } else {
+    co_await dispatch(exchange, path);
+  }
+  const std::string route = path == "/metrics" || path == "/admin/reload" ? path : "admin_unknown";
+  ServerMetrics::count_request(route, std::string(request.method_string()), exchange.status());
+}
+
+awaitable<void> AdminHandler::dispatch(HttpExchange& exchange, const std::string& path) {
+  const auto method = exchange.request().method();
+  if (path == "/metrics" && method == http::verb::get) {
+    Response response{http::status::ok, exchange.request().version()};
+    response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    response.body() = obs::Registry::global().render();
+    co_await exchange.send(std::move(response));
+  } else if (path == "/admin/reload" && method == http::verb::post) {
+    co_await reload(exchange);
+  } else if (path == "/metrics" || path == "/admin/reload") {
+    std::string body = ApiError::method_not_allowed("wrong method for " + path).body();
+    co_await exchange.send_json(http::status::method_not_allowed, std::move(body));
+  } else {
+    std::string body = ApiError::not_found("no admin route for " + path).body();
+    co_await exchange.send_json(http::status::not_found, std::move(body));
+  }
+}
+
+awaitable<void> AdminHandler::reload(HttpExchange& exchange) {
+  // The policy (YAML, thresholds, RE2 patterns) is parsed on the router's reload thread; the
+  // keys file is a short list read inline.
+  auto policy = co_await router_.reload_async("POST /admin/reload");
+  nlohmann::json body = {{"status", "reloaded"}};
+  std::vector<std::string> errors;
+  if (policy) {
+    body["version"] = *policy;
+  } else {
+    errors.push_back("policy: reload rejected, the running policy stays (" +
+                     router_.policy()->version + "): " + policy.error().message);
+  }
+  if (keys_) {
+    auto keys = keys_->reload("POST /admin/reload");
+    if (keys) {
+      body["keys"] = *keys;
+    } else {
+      errors.push_back("keys: reload rejected, the running keys stay: " + keys.error().message);
+    }
+  }
+  if (errors.empty()) {
+    std::string text = dump_text(body);
+    co_await exchange.send_json(http::status::ok, std::move(text));
+    co_return;
+  }
+  std::string message;
+  for (const auto& e : errors) message += (message.empty() ? "" : "; ") + e;
+  ApiError error = ApiError::invalid_request(policy ? "keys_rejected" : "policy_rejected", message);
+  error.status = 422;
+  std::string text = error.body();
+  co_await exchange.send_json(http::status::unprocessable_entity, std::move(text));
+}
+
+}  // namespace hengshi::server

@@ -1,0 +1,48 @@
+// AdminHandler: the admin surface on its own listener (server.admin_listen, loopback by default),
+// apart from the public port, after Envoy's admin interface: GET /metrics (Prometheus) and
+// POST /admin/reload (routing policy and client keys).
+//
+// Every request is checked before it is dispatched:
+//   - Host (port ignored) must be in server.admin_allowed_hosts, and an Origin header, when
+//     present, must name one of those hosts: a browser page on another site (CSRF) or a DNS name
+//     rebound to 127.0.0.1 gets 403;
+//   - with an admin token configured, `Authorization: Bearer <token>` (compared in constant
+//     time), else 401.
+//
+// Ownership: borrows the router and the key store (may be null); both must outlive it.
+// Thread-safety: handle() runs concurrently on many strands; the token is immutable.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "router/router.h"
+#include "server/http_server.h"
+#include "server/key_store.h"
+
+namespace hengshi::server {
+
+class AdminHandler : public RequestHandler {
+ public:
+  // `token` "" = no token needed (the config allows that only on a loopback admin listener).
+  AdminHandler(std::vector<std::string> allowed_hosts, std::string token, router::Router& router,
+               KeyStore* keys);
+
+  awaitable<void> handle(HttpExchange& exchange) override;
+  void on_protocol_error(int status) override;
+
+ private:
+  awaitable<void> dispatch(HttpExchange& exchange, const std::string& path);
+  awaitable<void> reload(HttpExchange& exchange);
+
+  std::vector<std::string> allowed_hosts_;
+  std::string token_;
+  router::Router& router_;
+  KeyStore* keys_;
+};
+
+// The host part of a Host header or an Origin ("http://h:1" → "h", "[::1]:8081" → "[::1]"),
+// lower-cased; "" when it cannot be read.
+std::string host_without_port(std::string_view value, bool is_origin);
+
+}  // namespace hengshi::server

@@ -1,0 +1,34 @@
+// The real processes a conformance test talks to: hengshi and hengshi-sim started from the build
+// folder (HENGSHI_BIN_DIR), each resolved once it prints "listening on http://...", all stopped
+// by stopAll().
+import { spawn } from 'node:child_process';
+
+export const binDir = process.env.HENGSHI_BIN_DIR;
+if (!binDir) throw new Error('HENGSHI_BIN_DIR must point at the build folder');
+
+const children = [];
+
+// Starts a binary and resolves with its base URL once it prints "listening on http://...".
+export function startListening(path, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(path, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let out = '';
+    let err = '';
+    const timer = setTimeout(() => reject(new Error(`${path} did not listen in 20 s: ${out}${err}`)), 20000);
+    child.stdout.on('data', (data) => {
+      out += data;
+      const match = out.match(/listening on (http:\/\/[^\s]+)/);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.stderr.on('data', (data) => { err += data; });
+    child.on('exit', (code) => reject(new Error(`${path} exited ${code}: ${out}${err}`)));
+  });
+}
+
+export function stopAll() {
+  for (const child of children) child.kill('SIGTERM');
+}
