@@ -1,0 +1,26 @@
+// Fuzzes hengshi::parse_chat_request with arbitrary request bodies. It must answer every body with
+// a request or a 400, never throw; an accepted body must survive what the gateway then does with
+// it (forwarding upstream dumps it, routing reads the last user message).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "core/chat_request.h"
+#include "fuzz_check.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  auto parsed = hengshi::parse_chat_request(body);  // an escaping exception aborts: a finding
+  if (!parsed) {
+    const hengshi::ApiError& error = parsed.error();
+    FUZZ_CHECK(error.status == 400 && !error.message.empty());
+    // The error quotes the caller's text: the gateway sends it with invalid UTF-8 replaced.
+    (void)error.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return 0;
+  }
+  const hengshi::ChatRequest& request = parsed.value();
+  FUZZ_CHECK(!request.messages.empty());
+  (void)request.last_user_text();
+  (void)request.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return 0;
+}
