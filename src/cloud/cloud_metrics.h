@@ -20,7 +20,7 @@
 namespace hengshi::cloud {
 
 inline constexpr std::size_t kUpstreamErrorKindCount =
-    static_cast<std::size_t>(UpstreamErrorKind::cancelled) + 1;
+    static_cast<std::size_t>(UpstreamErrorKind::circuit_open) + 1;  // the last kind
 
 class UpstreamMetrics {
  public:

@@ -1,33 +1,52 @@
 // CloudPool: the members of one pool (cloud-small or cloud-large) and the choice among them.
 // The choice is power-of-two-choices on (latency EWMA × (outstanding + 1)) by default, or least
-// outstanding requests; members at max_concurrent are skipped. One call = one member, no retry:
-// retries and fallbacks belong to the degradation chain (src/chain/).
+// outstanding requests; members at max_concurrent, members whose circuit breaker refuses a call
+// and (while another is eligible) members the caller asked to avoid are skipped. A failed call
+// feeds its member's latency EWMA a penalty, so a member that fails fast stops attracting
+// traffic. A pool bulkhead bounds the calls in flight and queues the excess (bulkhead.h).
+// One call = one member, no retry: retries and fallbacks belong to the degradation chain
+// (src/chain/); when every member's breaker is open the call fails at once with
+// UpstreamErrorKind::circuit_open, without touching the network.
 //
-// Thread-safety: all methods may be called concurrently. The pool owns its members.
+// Thread-safety: all methods may be called concurrently. The pool owns its members, their
+// breakers and its bulkhead; it must outlive every call on it.
 #pragma once
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cloud/bulkhead.h"
+#include "cloud/circuit_breaker.h"
 #include "cloud/upstream_client.h"
+#include "core/chain_config.h"
 #include "obs/metrics.h"
 #include "core/config.h"
 #include "core/result.h"
 
 namespace hengshi::cloud {
 
-// Chooses a member index, or -1 when every member is full. Pure function of the members'
-// signals and the random source, so it is unit-testable without sockets.
+// Chooses a member index, or -1 when no member is eligible (full or unavailable). Pure function
+// of the members' signals and the random source, so it is unit-testable without sockets.
 struct MemberSignal {
   int outstanding = 0;
   int max_concurrent = 1;
   double latency_ewma_us = 0.0;
+  bool available = true;  // its circuit breaker allows a call now; never chosen when false
+  bool avoided = false;   // chosen only when no eligible member that is not avoided exists
 };
 int pick_member(const std::vector<MemberSignal>& members, const std::string& balancer,
                 std::mt19937_64& rng);
+
+// Per-call preferences of the caller (the chain).
+struct CallOptions {
+  // Member names not to choose while another eligible member exists: the chain's retry
+  // prefers a member other than the one that just failed.
+  std::vector<std::string> avoid;
+};
 
 class CloudPool {
  public:
@@ -36,28 +55,55 @@ class CloudPool {
   // unauthenticated call). Logs a warning for each member with tls_verify: false. `tls` is
   // shared by the https members that need no context of their own (make_client_tls_context()
   // when null). `budget` is the process-wide response budget (config.cloud), shared by every
-  // pool; null = none.
+  // pool; null = none. `chain` gives the breaker settings (chain.breaker, one breaker per
+  // member) and the pool's bulkhead (chain.bulkhead_for(config.name)).
   static Result<std::unique_ptr<CloudPool>> create(
       const PoolConfig& config, std::shared_ptr<boost::asio::ssl::context> tls,
-      std::shared_ptr<ResponseBudget> budget = nullptr);
+      std::shared_ptr<ResponseBudget> budget = nullptr, const ChainConfig& chain = {});
 
   const std::string& name() const { return config_.name; }
   const PoolConfig& config() const { return config_; }
   const std::vector<std::unique_ptr<UpstreamClient>>& members() const { return members_; }
 
+  // The member i's breaker (same order as members()).
+  CircuitBreaker& breaker(std::size_t member) { return *breakers_[member]; }
+  Bulkhead& bulkhead() { return *bulkhead_; }
+  // Whether some member's breaker would allow a call now (false: calls fail with circuit_open).
+  bool any_member_available(Clock::time_point now = Clock::now());
+
+  // One call to one member, as UpstreamClient::complete()/stream() (same rules for `request`,
+  // `cancel` and `sink`), after the pool's bulkhead admitted it (UpstreamErrorKind::overloaded
+  // or cancelled when it did not). Fails at once with UpstreamErrorKind::circuit_open
+  // (retry_after_ms = the shortest time until a member may be probed) when every member's
+  // breaker is open, and with total_timeout (no member called, nothing recorded) when the
+  // deadline passed in the bulkhead's queue. The outcome is recorded on the member's breaker;
+  // for streams a failure after the first chunk counts too. `options` is taken by value: it
+  // lives in the call's frame.
   awaitable<Result<UpstreamReply, UpstreamError>> complete(const nlohmann::json& request,
-                                                           Deadline deadline, CancelToken cancel);
+                                                           Deadline deadline, CancelToken cancel,
+                                                           CallOptions options = {});
   awaitable<Result<StreamSummary, UpstreamError>> stream(const nlohmann::json& request,
                                                          Deadline deadline, CancelToken cancel,
-                                                         ChunkSink sink);
+                                                         ChunkSink sink, CallOptions options = {});
 
  private:
+  class Attempt;  // one admitted call's breaker bookkeeping (cloud_pool.cc)
+  struct Choice {
+    int index = -1;  // member, or -1 with `error` set
+    Admission admission;
+    std::optional<UpstreamError> error;
+  };
+
   explicit CloudPool(PoolConfig config) : config_(std::move(config)) {}
-  UpstreamClient* choose();
+  Choice choose(const CallOptions& options);
+  std::optional<UpstreamError> circuit_open_error(Clock::time_point now);
   UpstreamError overloaded_error() const;
+  UpstreamError deadline_passed_error() const;
 
   PoolConfig config_;
   std::vector<std::unique_ptr<UpstreamClient>> members_;
+  std::vector<std::unique_ptr<CircuitBreaker>> breakers_;  // one per member, same order
+  std::unique_ptr<Bulkhead> bulkhead_;
   std::mutex rng_mutex_;
   std::mt19937_64 rng_{0x9e3779b97f4a7c15ULL};
   obs::Counter* overloaded_total_ = nullptr;  // calls refused because every member was full

@@ -255,7 +255,38 @@ class UpstreamCall {
     co_return std::move(summary);
   }
 
+  // GET /models on a fresh connection, closed afterwards: a probe must see the network as it is
+  // now, not a pooled connection from before an outage. No outcome metrics: not a client call.
+  awaitable<bool> probe() {
+    if (refuse()) co_return false;
+    auto acquired = co_await connect();
+    if (!acquired) co_return false;
+    std::unique_ptr<Connection> connection = std::move(acquired).value();
+    bool answered = false;
+    if (connection->secure) {
+      answered = co_await probe_exchange(*connection->secure, *connection);
+    } else {
+      answered = co_await probe_exchange(*connection->plain, *connection);
+    }
+    active_ = nullptr;
+    co_return answered;
+  }
+
  private:
+  template <class Stream>
+  awaitable<bool> probe_exchange(Stream& stream, Connection& connection) {
+    beast::error_code ec;
+    arm(connection, ttft_at_, ttft_kind_);
+    co_await asio::async_write(stream, asio::buffer(client_.probe_head_),
+                               asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return false;
+    http::response_parser<http::empty_body> parser;
+    co_await http::async_read_header(stream, connection.buffer, parser,
+                                     asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return false;
+    co_return parser.get().result_int() < 500;
+  }
+
   // Runs `exchange` (a callable returning the exchange coroutine for a TLS or a plain stream) on a
   // pooled connection, and once more on a fresh one when a reused connection turned out stale
   // before any byte was sent.
@@ -779,6 +810,10 @@ UpstreamClient::UpstreamClient(UpstreamConfig config, Url url,
   auto key = read_api_key(config_, pool_);
   if (key && !key->empty()) request_head_ += "Authorization: Bearer " + *key + "\r\n";
   request_head_ += "Content-Length: ";
+  probe_head_ = "GET " + url_.path + "/models HTTP/1.1\r\nHost: " + host +
+                "\r\nUser-Agent: hengshi\r\nAccept: application/json\r\n";
+  if (key && !key->empty()) probe_head_ += "Authorization: Bearer " + *key + "\r\n";
+  probe_head_ += "Connection: close\r\n\r\n";
 }
 
 UpstreamClient::~UpstreamClient() = default;
@@ -796,6 +831,12 @@ awaitable<Result<StreamSummary, UpstreamError>> UpstreamClient::stream(const jso
                                                                        ChunkSink sink) {
   UpstreamCall call(*this, deadline, cancel);
   co_return co_await call.stream(request, sink);
+}
+
+awaitable<bool> UpstreamClient::probe(Deadline deadline) {
+  CancelToken cancel;  // nothing cancels a probe: the deadline bounds it
+  UpstreamCall call(*this, deadline, cancel);
+  co_return co_await call.probe();
 }
 
 std::size_t UpstreamClient::idle_connections() {

@@ -97,12 +97,22 @@ class UpstreamClient {
                                                          Deadline deadline, CancelToken cancel,
                                                          ChunkSink sink);
 
+  // Offline-mode probe (src/chain/cloud_probe.h): GET <base_url>/models with the member's
+  // Authorization header on a fresh connection that is closed afterwards (never pooled), bounded
+  // by `deadline`, connect_timeout_ms and ttft_timeout_ms. True when any HTTP response with a
+  // status below 500 arrives (a 401 still proves the cloud is reachable). Records no outcome
+  // or latency metrics. Must be awaited on one strand; never throws.
+  awaitable<bool> probe(Deadline deadline);
+
   // Load-balancing signals.
   int outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
   // Exponentially weighted moving average (alpha 0.2) of successful call latency, µs (0 until
   // the first): the whole exchange for complete(), the first chunk for stream() — in both cases
   // the time until the client can start receiving.
   double latency_ewma_us() const { return latency_ewma_us_.load(std::memory_order_relaxed); }
+  // Feeds one sample into latency_ewma_us() from outside a call: the pool's penalty for a
+  // failed call, so a member that fails fast stops looking fast.
+  void add_latency_sample(std::chrono::microseconds sample) { record_latency(sample); }
 
   // Idle keep-alive connections (for tests and /admin/stats).
   std::size_t idle_connections();
@@ -123,6 +133,7 @@ class UpstreamClient {
   // Request line and fixed headers up to "Content-Length: ". Holds the Authorization header,
   // so it is never logged or copied into an error.
   std::string request_head_;
+  std::string probe_head_;  // the whole GET /models request; holds Authorization too
   unsigned short port_ = 0;
   boost::asio::ip::address host_ip_;  // when the host is an IP literal: no DNS, no SNI
   bool host_is_ip_ = false;

@@ -34,8 +34,31 @@ const char* to_string(UpstreamErrorKind kind) {
       return "overloaded";
     case UpstreamErrorKind::cancelled:
       return "cancelled";
+    case UpstreamErrorKind::circuit_open:
+      return "circuit_open";
   }
   return "unknown";
+}
+
+bool counts_against_member(UpstreamErrorKind kind) {
+  switch (kind) {
+    case UpstreamErrorKind::connect_failed:
+    case UpstreamErrorKind::connect_timeout:
+    case UpstreamErrorKind::ttft_timeout:
+    case UpstreamErrorKind::total_timeout:
+    case UpstreamErrorKind::rate_limited:
+    case UpstreamErrorKind::server_error:
+    case UpstreamErrorKind::closed_early:
+    case UpstreamErrorKind::bad_response:
+      return true;
+    case UpstreamErrorKind::client_error:
+    case UpstreamErrorKind::auth_failed:
+    case UpstreamErrorKind::cancelled:
+    case UpstreamErrorKind::overloaded:
+    case UpstreamErrorKind::circuit_open:
+      return false;
+  }
+  return false;
 }
 
 bool UpstreamError::retryable() const {
@@ -55,6 +78,7 @@ bool UpstreamError::retryable() const {
     case UpstreamErrorKind::auth_failed:
     case UpstreamErrorKind::bad_response:
     case UpstreamErrorKind::cancelled:
+    case UpstreamErrorKind::circuit_open:  // the pool is skipped at once; the chain moves on
       return false;
   }
   return false;
@@ -136,8 +160,10 @@ ApiError UpstreamError::to_api_error() const {
                       describe(*this, "the upstream is rate limiting requests"),
                       {}};
     case UpstreamErrorKind::overloaded:
-      return ApiError::unavailable("pool_overloaded",
-                                   describe(*this, "every upstream is at its concurrency limit"));
+      // Load shedding (a full bulkhead or every member at its limit): a fast 429 the client can
+      // back off from (Retry-After), in OpenAI's rate-limit shape.
+      return ApiError::too_many_requests("pool_overloaded",
+                                         describe(*this, "the pool is at its concurrency limit"));
     case UpstreamErrorKind::client_error:
       return pass_through_client_error(*this);
     case UpstreamErrorKind::auth_failed:
@@ -152,6 +178,10 @@ ApiError UpstreamError::to_api_error() const {
                       "client_closed_request",
                       describe(*this, "the client closed the request"),
                       {}};
+    case UpstreamErrorKind::circuit_open:
+      // `message` names the pool (set by CloudPool); no member was called.
+      return ApiError::unavailable("upstream_unavailable",
+                                   describe(*this, "every upstream's circuit breaker is open"));
   }
   return ApiError::internal(describe(*this, "unknown upstream error"));
 }

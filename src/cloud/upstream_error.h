@@ -21,12 +21,20 @@ enum class UpstreamErrorKind {
   auth_failed,      // HTTP 401/403: the upstream refused the gateway's key (not retryable)
   bad_response,     // not HTTP, not JSON, not an OpenAI shape               (not retryable)
   closed_early,     // connection closed before the response was complete   (retryable*)
-  overloaded,       // every member of the pool is at max_concurrent         (retryable)
+  overloaded,       // every member of the pool is at max_concurrent, or the (retryable)
+                    // pool's bulkhead queue is full / its wait ran out
   cancelled,        // the client went away                                  (not retryable)
+  circuit_open,     // every member's circuit breaker is open: no call made  (not retryable)
 };
 // * Nothing is retryable once after_first_byte is set: the client already has part of an answer.
 
 const char* to_string(UpstreamErrorKind kind);
+
+// Whether an error says the member is unhealthy: counted as a failure by its circuit breaker and
+// penalised in its latency score. The other kinds (client_error, auth_failed, cancelled,
+// overloaded, circuit_open) say nothing about the member's health and are not counted at all
+// (neither success nor failure).
+bool counts_against_member(UpstreamErrorKind kind);
 
 struct UpstreamError {
   UpstreamErrorKind kind = UpstreamErrorKind::bad_response;

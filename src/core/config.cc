@@ -69,9 +69,144 @@ PoolConfig parse_pool(const std::string& name, const YAML::Node& node, const std
   return pool;
 }
 
+LevelShares parse_shares(const YAML::Node& node, const std::string& path, LevelShares shares) {
+  reject_unknown(node, path, {"edge", "edge_degraded", "cloud_small", "cloud_large", "last_resort_ms"});
+  read(node, path, "edge", shares.edge);
+  read(node, path, "edge_degraded", shares.edge_degraded);
+  read(node, path, "cloud_small", shares.cloud_small);
+  read(node, path, "cloud_large", shares.cloud_large);
+  read(node, path, "last_resort_ms", shares.last_resort_ms);
+  return shares;
+}
+
+void parse_chain(const YAML::Node& chain, ChainConfig& c) {
+  reject_unknown(chain, "chain",
+                 {"shares", "task_shares", "retry", "breaker", "bulkheads", "commit", "offline", "shadow",
+                  "last_resort"});
+  if (const YAML::Node shares = chain["shares"]) c.shares = parse_shares(shares, "chain.shares", c.shares);
+  if (const YAML::Node tasks = chain["task_shares"]) {
+    if (!tasks.IsMap()) throw FieldError{"chain.task_shares", "must be a mapping of task type → shares"};
+    for (const auto& item : tasks) {
+      auto name = item.first.as<std::string>();
+      c.task_shares[name] = parse_shares(item.second, "chain.task_shares." + name, c.shares);
+    }
+  }
+  if (const YAML::Node retry = chain["retry"]) {
+    reject_unknown(retry, "chain.retry", {"enabled", "backoff_ms"});
+    read(retry, "chain.retry", "enabled", c.retry.enabled);
+    if (const YAML::Node backoff = retry["backoff_ms"]) {
+      if (!backoff.IsSequence()) throw FieldError{"chain.retry.backoff_ms", "must be a list of milliseconds"};
+      c.retry.backoff_ms.clear();
+      for (std::size_t i = 0; i < backoff.size(); ++i) {
+        std::int64_t ms = 0;
+        try {
+          ms = backoff[i].as<std::int64_t>();
+        } catch (const YAML::Exception&) {
+          throw FieldError{"chain.retry.backoff_ms[" + std::to_string(i) + "]", "must be an integer"};
+        }
+        c.retry.backoff_ms.push_back(ms);
+      }
+    }
+  }
+  if (const YAML::Node breaker = chain["breaker"]) {
+    reject_unknown(breaker, "chain.breaker", {"enabled", "failure_ratio", "min_calls", "window_ms", "open_ms"});
+    read(breaker, "chain.breaker", "enabled", c.breaker.enabled);
+    read(breaker, "chain.breaker", "failure_ratio", c.breaker.failure_ratio);
+    read(breaker, "chain.breaker", "min_calls", c.breaker.min_calls);
+    read(breaker, "chain.breaker", "window_ms", c.breaker.window_ms);
+    read(breaker, "chain.breaker", "open_ms", c.breaker.open_ms);
+  }
+  if (const YAML::Node bulkheads = chain["bulkheads"]) {
+    if (!bulkheads.IsMap()) throw FieldError{"chain.bulkheads", "must be a mapping of pool name → bulkhead"};
+    for (const auto& item : bulkheads) {
+      auto name = item.first.as<std::string>();
+      const std::string path = "chain.bulkheads." + name;
+      reject_unknown(item.second, path, {"max_concurrent", "max_queue", "max_queue_wait_ms"});
+      BulkheadConfig b;
+      read(item.second, path, "max_concurrent", b.max_concurrent);
+      read(item.second, path, "max_queue", b.max_queue);
+      read(item.second, path, "max_queue_wait_ms", b.max_queue_wait_ms);
+      c.bulkheads[name] = b;
+    }
+  }
+  if (const YAML::Node commit = chain["commit"]) {
+    reject_unknown(commit, "chain.commit", {"tokens", "first_sentence"});
+    read(commit, "chain.commit", "tokens", c.commit.tokens);
+    read(commit, "chain.commit", "first_sentence", c.commit.first_sentence);
+  }
+  if (const YAML::Node offline = chain["offline"]) {
+    reject_unknown(offline, "chain.offline",
+                   {"enabled", "consecutive_failures", "edge_threshold", "notice", "probe_interval_ms"});
+    read(offline, "chain.offline", "enabled", c.offline.enabled);
+    read(offline, "chain.offline", "consecutive_failures", c.offline.consecutive_failures);
+    read(offline, "chain.offline", "edge_threshold", c.offline.edge_threshold);
+    read(offline, "chain.offline", "notice", c.offline.notice);
+    read(offline, "chain.offline", "probe_interval_ms", c.offline.probe_interval_ms);
+  }
+  if (const YAML::Node shadow = chain["shadow"]) {
+    reject_unknown(shadow, "chain.shadow", {"sample_rate", "task_types", "timeout_ms"});
+    read(shadow, "chain.shadow", "sample_rate", c.shadow.sample_rate);
+    read(shadow, "chain.shadow", "task_types", c.shadow.task_types);
+    read(shadow, "chain.shadow", "timeout_ms", c.shadow.timeout_ms);
+  }
+  if (const YAML::Node last = chain["last_resort"]) {
+    reject_unknown(last, "chain.last_resort", {"kind", "message"});
+    read(last, "chain.last_resort", "kind", c.last_resort.kind);
+    read(last, "chain.last_resort", "message", c.last_resort.message);
+  }
+}
+
+void check_shares(const LevelShares& s, const std::string& path) {
+  for (auto [value, name] : {std::pair{s.edge, "edge"}, std::pair{s.edge_degraded, "edge_degraded"},
+                             std::pair{s.cloud_small, "cloud_small"}, std::pair{s.cloud_large, "cloud_large"}}) {
+    if (!(value > 0.0 && value <= 1.0)) {
+      throw FieldError{path + "." + name, "must be a share of the remaining budget in (0, 1]"};
+    }
+  }
+  if (s.last_resort_ms < 0) throw FieldError{path + ".last_resort_ms", "must be >= 0"};
+}
+
+void check_chain(const ChainConfig& c) {
+  check_shares(c.shares, "chain.shares");
+  for (const auto& [name, shares] : c.task_shares) check_shares(shares, "chain.task_shares." + name);
+  if (c.retry.backoff_ms.size() > 10) throw FieldError{"chain.retry.backoff_ms", "at most 10 retries"};
+  for (std::size_t i = 0; i < c.retry.backoff_ms.size(); ++i) {
+    positive(c.retry.backoff_ms[i], "chain.retry.backoff_ms[" + std::to_string(i) + "]");
+  }
+  if (!(c.breaker.failure_ratio > 0.0 && c.breaker.failure_ratio <= 1.0)) {
+    throw FieldError{"chain.breaker.failure_ratio", "must be in (0, 1]"};
+  }
+  positive(c.breaker.min_calls, "chain.breaker.min_calls");
+  positive(c.breaker.window_ms, "chain.breaker.window_ms");
+  positive(c.breaker.open_ms, "chain.breaker.open_ms");
+  for (const auto& [name, b] : c.bulkheads) {
+    if (name != "cloud-small" && name != "cloud-large") {
+      throw FieldError{"chain.bulkheads." + name, "unknown pool (pools are cloud-small and cloud-large)"};
+    }
+    positive(b.max_concurrent, "chain.bulkheads." + name + ".max_concurrent");
+    if (b.max_queue < 0) throw FieldError{"chain.bulkheads." + name + ".max_queue", "must be >= 0"};
+    if (b.max_queue_wait_ms < 0) throw FieldError{"chain.bulkheads." + name + ".max_queue_wait_ms", "must be >= 0"};
+  }
+  if (c.commit.tokens < 0) throw FieldError{"chain.commit.tokens", "must be >= 0 (0 = commit at once)"};
+  positive(c.offline.consecutive_failures, "chain.offline.consecutive_failures");
+  if (!(c.offline.edge_threshold >= 0.0 && c.offline.edge_threshold <= 1.0)) {
+    throw FieldError{"chain.offline.edge_threshold", "must be in [0, 1]"};
+  }
+  positive(c.offline.probe_interval_ms, "chain.offline.probe_interval_ms");
+  if (!(c.shadow.sample_rate >= 0.0 && c.shadow.sample_rate <= 1.0)) {
+    throw FieldError{"chain.shadow.sample_rate", "must be in [0, 1]"};
+  }
+  positive(c.shadow.timeout_ms, "chain.shadow.timeout_ms");
+  const std::string& kind = c.last_resort.kind;
+  if (kind != "canned" && kind != "human" && kind != "error") {
+    throw FieldError{"chain.last_resort.kind", "must be canned, human or error (got '" + kind + "')"};
+  }
+}
+
 void apply(const YAML::Node& root, Config& config) {
   if (!root || root.IsNull()) return;  // an empty file means all defaults
-  reject_unknown(root, "", {"server", "routing", "pools", "log", "edge", "cloud"});
+  reject_unknown(root, "", {"server", "routing", "pools", "log", "edge", "cloud", "chain"});
+  if (const YAML::Node chain = root["chain"]) parse_chain(chain, config.chain);
   if (const YAML::Node edge = root["edge"]) {
     reject_unknown(edge, "edge", {"intent_model", "llm"});
     read(edge, "edge", "intent_model", config.edge.intent_model);
@@ -235,6 +370,7 @@ Status validate_config(const Config& config) {
       throw FieldError{"server.default_deadline_ms", "must be at most " + std::to_string(kMaxDeadlineMs)};
     }
     positive(config.cloud.max_in_flight_response_bytes, "cloud.max_in_flight_response_bytes");
+    check_chain(config.chain);
     if (config.routing.watch_interval_ms < 0) {
       throw FieldError{"routing.watch_interval_ms", "must be >= 0 (0 = no file watching)"};
     }

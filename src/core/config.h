@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/chain_config.h"
 #include "core/result.h"
 
 namespace hengshi {
@@ -125,6 +126,7 @@ struct Config {
   LogConfig log;
   RoutingConfig routing;
   EdgeConfig edge;
+  ChainConfig chain;
   std::vector<PoolConfig> pools;
 
   const PoolConfig* find_pool(const std::string& name) const;

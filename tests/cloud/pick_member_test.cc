@@ -83,5 +83,52 @@ TEST(PickMember, SpreadsAcrossEqualMembers) {
   for (int i = 0; i < 4; ++i) EXPECT_GT(picks[i], 700) << i;
 }
 
+// A member whose breaker refuses a call (available = false) or that the caller avoids.
+MemberSignal signal(double latency_us, bool available = true, bool avoided = false) {
+  MemberSignal member;
+  member.max_concurrent = 10;
+  member.latency_ewma_us = latency_us;
+  member.available = available;
+  member.avoided = avoided;
+  return member;
+}
+
+TEST(PickMember, SkipsMembersWhoseBreakerIsOpen) {
+  // The open member is the fastest and least loaded, and still never chosen.
+  std::vector<MemberSignal> members = {signal(9000.0), signal(1.0, false), signal(8000.0)};
+  for (const char* balancer : {"p2c", "least_outstanding"}) {
+    auto picks = tally(members, balancer);
+    EXPECT_EQ(picks[1], 0) << balancer;
+    EXPECT_EQ(picks[0] + picks[2], 2000) << balancer;
+  }
+}
+
+TEST(PickMember, MinusOneWhenEveryMemberIsOpen) {
+  std::vector<MemberSignal> members = {signal(10.0, false), signal(10.0, false)};
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(pick_member(members, "p2c", rng), -1);
+  EXPECT_EQ(pick_member(members, "least_outstanding", rng), -1);
+}
+
+TEST(PickMember, AvoidedMemberIsChosenOnlyWhenNoOtherIsEligible) {
+  // The avoided member is the best by every score, and loses while another member is eligible.
+  std::vector<MemberSignal> members = {signal(1.0, true, true), signal(5000.0), signal(9000.0)};
+  for (const char* balancer : {"p2c", "least_outstanding"}) {
+    EXPECT_EQ(tally(members, balancer)[0], 0) << balancer;
+  }
+  // The others open or full: the avoided member beats failing the call.
+  members = {signal(1.0, true, true), signal(5000.0, false), {10, 10, 9000.0}};
+  for (const char* balancer : {"p2c", "least_outstanding"}) {
+    EXPECT_EQ(tally(members, balancer)[0], 2000) << balancer;
+  }
+  // Every member avoided: the usual choice among them.
+  members = {signal(9000.0, true, true), signal(100.0, true, true)};
+  EXPECT_EQ(tally(members, "p2c")[1], 2000);
+  // Avoided and open: still never chosen.
+  members = {signal(1.0, false, true)};
+  std::mt19937_64 rng(3);
+  EXPECT_EQ(pick_member(members, "p2c", rng), -1);
+}
+
 }  // namespace
 }  // namespace hengshi::cloud

@@ -596,7 +596,7 @@ TEST_F(UpstreamClientTest, MaxConcurrentRefusesTheCallOverTheLimit) {
   });
   auto error = expect_error(second);
   EXPECT_EQ(error.kind, UpstreamErrorKind::overloaded);
-  EXPECT_EQ(error.to_api_error().status, 503);
+  EXPECT_EQ(error.to_api_error().status, 429);
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(expect_error(*first).kind, UpstreamErrorKind::cancelled);
   EXPECT_EQ(fake.requests().size(), 1u);
@@ -956,7 +956,7 @@ TEST_F(UpstreamClientTest, CallOverTheGlobalResponseBudgetFailsFastAsOverloaded)
   auto error = expect_error(run([&] { return complete(c); }));
   EXPECT_EQ(error.kind, UpstreamErrorKind::overloaded) << error.message;
   EXPECT_NE(error.message.find("max_in_flight_response_bytes"), std::string::npos);
-  EXPECT_EQ(error.to_api_error().status, 503);
+  EXPECT_EQ(error.to_api_error().status, 429);
   EXPECT_EQ(budget->in_use(), 0);
 
   // A stream needs its read buffer at least: under that, refused too, before any chunk.

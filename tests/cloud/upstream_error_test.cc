@@ -29,7 +29,7 @@ TEST(UpstreamError, MapsEachKindToStatusAndCode) {
       {UpstreamErrorKind::ttft_timeout, 504, "upstream_ttft_timeout"},
       {UpstreamErrorKind::total_timeout, 504, "upstream_timeout"},
       {UpstreamErrorKind::rate_limited, 429, "upstream_rate_limited"},
-      {UpstreamErrorKind::overloaded, 503, "pool_overloaded"},
+      {UpstreamErrorKind::overloaded, 429, "pool_overloaded"},
       {UpstreamErrorKind::cancelled, 499, "client_closed_request"},
       {UpstreamErrorKind::auth_failed, 502, "upstream_auth_failed"},
   };
