@@ -198,7 +198,6 @@ hengshi::router::RouteInput route_input_for(const std::string& text,
   input.last_user_text = text;
   input.turns = 1;
   input.task_type = "faq";
-  input.remaining_ms = 60'000;
   input.input_tokens = hengshi::router::approx_token_count(text) + 4;  // + role and framing
   input.prediction = &prediction;
   input.llm_available = false;
@@ -219,7 +218,7 @@ std::pair<double, std::optional<double>> in_sample_edge(const IntentEngine& engi
     const IntentPrediction prediction = engine.predict(row.text);
     const Decision decision =
         hengshi::router::decide(route_input_for(row.text, prediction), policy, runtime);
-    if (decision.route != "edge") continue;
+    if (decision.route != hengshi::Route::edge) continue;
     ++edge;
     correct += row.intent != kOutOfScopeIntent && prediction.intent == row.intent ? 1 : 0;
   }
@@ -344,17 +343,17 @@ std::optional<RouterRun> run(const Dataset& dataset, const fs::path& data_dir, c
     top1_right += prediction.intent == truth ? 1 : 0;
     result.dev_oos_rows += true_oos ? 1 : 0;
     if (true_oos && !prediction.is_oos) ++result.oos_predicted_in_scope;
-    ++result.routes[decision.route];
-    ++result.reasons[decision.reason];
+    ++result.routes[std::string(hengshi::to_string(decision.route))];
+    ++result.reasons[std::string(hengshi::to_string(decision.reason))];
 
     const int prompt_tokens = router::approx_token_count(dev[i].text) + kFramingTokens;
     const double small = prices.small.cost(prompt_tokens, kCompletionTokens);
     const double large = prices.large.cost(prompt_tokens, kCompletionTokens);
     result.cost_all_small += small;
     result.cost_all_large += large;
-    if (decision.route == "cloud-small") result.cost_routed_small += small;
-    if (decision.route == "cloud-large") result.cost_routed_large += large;
-    if (decision.route == "edge") {
+    if (decision.route == hengshi::Route::cloud_small) result.cost_routed_small += small;
+    if (decision.route == hengshi::Route::cloud_large) result.cost_routed_large += large;
+    if (decision.route == hengshi::Route::edge) {
       ++result.edge_rows;
       result.edge_correct += !true_oos && prediction.intent == truth ? 1 : 0;
       if (true_oos) {

@@ -1,5 +1,8 @@
 #include "cli/route_command.h"
 
+#include "core/budget.h"
+#include "core/response_meta.h"
+
 #include "core/json_text.h"
 
 #include <cstdio>
@@ -96,8 +99,9 @@ int run_route(const RouteArgs& args) {
       continue;
     }
     // Dry run: the whole budget is left (no time passes between arrival and decision).
-    const std::int64_t remaining = request->hengshi.deadline_ms.value_or(config.server.default_deadline_ms);
-    router::RouteInput input = router::route_input(*request, remaining);
+    const Budget budget = Budget::after(Millis(request->hengshi.deadline_ms.value_or(config.server.default_deadline_ms)),
+                                        config.chain.shares_for(request->hengshi.task_type));
+    router::RouteInput input = router::route_input(*request, budget);
     edge::IntentPrediction prediction;
     if (intent) {
       prediction = intent->predict(input.last_user_text);
@@ -107,13 +111,14 @@ int run_route(const RouteArgs& args) {
     input.default_pool = config.routing.default_pool;
     input.pools = pools;
     Decision decision = (*router)->decide(input, *policy);
-    auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
-    out["route"] = decision.route;
-    out["reason"] = decision.reason;
+    auto or_null = [](std::string_view s) { return s.empty() ? json(nullptr) : json(std::string(s)); };
+    out["route"] = to_string(decision.route);
+    out["reason"] = to_string(decision.reason);
     out["intent"] = or_null(decision.intent);
     out["confidence"] = decision.confidence ? json(*decision.confidence) : json(nullptr);
-    out["fallback_type"] = or_null(decision.fallback_type);
-    out["edge_engine"] = or_null(decision.edge_engine);
+    out["fallback_type"] = or_null(to_string(decision.fallback_type));
+    out["edge_engine"] = or_null(to_string(decision.edge_engine));
+    out["plan"] = to_json(decision.plan);
     out["figures"] = decision.figures;
     std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
   }

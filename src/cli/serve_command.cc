@@ -1,5 +1,8 @@
 #include "cli/serve_command.h"
 
+#include "chain/cloud_probe.h"
+#include "chain/offline_mode.h"
+
 #include <sys/resource.h>
 
 #include <atomic>
@@ -166,7 +169,7 @@ int run_serve(const ServeOptions& options) {
   std::vector<std::unique_ptr<cloud::CloudPool>> pools;
   std::map<std::string, cloud::CloudPool*> pools_by_name;
   for (const auto& pool_config : config.pools) {
-    auto pool = cloud::CloudPool::create(pool_config, *tls, response_budget);
+    auto pool = cloud::CloudPool::create(pool_config, *tls, response_budget, config.chain);
     if (!pool) {
       spdlog::error("refusing to start: {}: pools.{}: {}", config.source, pool_config.name,
                     pool.error().message);
@@ -183,10 +186,15 @@ int run_serve(const ServeOptions& options) {
     spdlog::error("refusing to start: {}: {}", config.source, access.error().message);
     return 2;
   }
+  // Offline mode: consecutive cloud connect failures switch plans to the edge; a background probe
+  // switches back when a member answers again.
+  chain::OfflineMode offline(config.chain.offline);
+  if (!edge->intent && !edge->llm) offline.set_edge_available(false, "no edge engine configured");
   server::GatewayHandler handler(config, pools_by_name, *edge, **router, **request_log);
   server::HttpServer http_server(io, config.server, handler);
   handler.attach(&http_server);
   handler.use_keys((*access)->keys());
+  handler.use_offline_mode(&offline);
   auto endpoint = http_server.start();
   if (!endpoint) {
     spdlog::error("refusing to start: {}", endpoint.error().message);
@@ -221,6 +229,18 @@ int run_serve(const ServeOptions& options) {
   // Shutdown: drain, then cancel what is left and let the io_context run out of work, so that
   // no coroutine is still suspended when the objects it uses are destroyed. A watchdog ends the
   // process if that does not happen in time (a stuck peer must not keep a restart waiting).
+  auto probe_stopping = std::make_shared<std::atomic<bool>>(false);
+  asio::steady_timer probe_timer(io);
+  if (config.chain.offline.enabled) {
+    std::vector<cloud::UpstreamClient*> members;
+    for (const auto& pool : pools) {
+      for (const auto& member : pool->members()) members.push_back(member.get());
+    }
+    asio::co_spawn(io, chain::probe_while_offline(offline, members, probe_timer, config.chain.offline.probe_interval_ms,
+                                             probe_stopping),
+                   asio::detached);
+  }
+
   ShutdownWatchdog watchdog;
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal_number) {
@@ -228,6 +248,8 @@ int run_serve(const ServeOptions& options) {
     spdlog::info("signal {}: draining {} in-flight request(s), up to {} ms", signal_number,
                  http_server.in_flight(), config.server.drain_timeout_ms);
     stopping = true;
+    probe_stopping->store(true);
+    probe_timer.cancel();
     hangup.cancel();
     watch.cancel();
     (*access)->stop();

@@ -1,22 +1,112 @@
-// Decision: where a request goes and why, written once at the decision point and carried into
-// the response metadata, the request log and the metrics (the operator's 3 a.m. view).
+// Decision: where a request goes, why, and the plan of levels that will answer it — written once
+// at the decision point (router::decide) and carried into the response metadata, the request
+// log and the metrics (the operator's 3 a.m. view). Every field is typed; to_string() gives the
+// stable wire names clients, logs and metrics see.
+//
+// The plan is the degradation chain for this request (DESIGN-NOTES "The chain"): an ordered list
+// of steps, each a level and the source that answers at it. chain::execute walks it; nothing
+// else reads the route to decide what to call.
 #pragma once
 
 #include <optional>
+#include <ostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace hengshi {
 
+enum class Route { edge, cloud_small, cloud_large, human, refuse };
+enum class EdgeEngine { none, intent, llm };
+enum class FallbackType { none, quality, timeout, capability };
+enum class Reason {
+  model_pinned,
+  default_pool,
+  pii_pin,
+  pii_uncheckable,
+  non_text_refused,
+  sensitive_signal,
+  capability_miss,
+  deadline_exceeded,
+  complexity_high,
+  session_sticky,
+  out_of_scope,
+  high_confidence,
+  middle_band,
+  middle_band_verify,
+  low_confidence,
+  latency_pressure,
+  offline,
+};
+
+// The levels of the degradation chain, in the order they degrade.
+enum class Level {
+  edge = 0,           // L0 edge native: the intent engine or the edge LLM
+  edge_degraded = 1,  // L1 the edge LLM again, context 70%, few-shot off, output halved
+  cloud_small = 2,    // L2
+  cloud_large = 3,    // L3
+  last_resort = 4,    // L4 the canned reply or the human hand-off
+};
+
+// What answers at a step.
+enum class Source {
+  edge_intent,           // the intent engine's canned answer
+  edge_intent_verified,  // the same, served only when cloud-small confirms it (middle band)
+  edge_llm,              // the embedded LLM (degraded at L1)
+  cloud_small,
+  cloud_large,
+  human_handoff,         // policy.human_message
+  safe_reply,            // policy.pii_safe_message: PII that may not leave and no edge answer
+  last_resort_reply,     // chain.last_resort.message: everything before it failed
+};
+
+struct PlanStep {
+  Level level;
+  Source source;
+  bool operator==(const PlanStep&) const = default;
+};
+
+struct Plan {
+  std::vector<PlanStep> steps;  // empty: nothing answers (a typed refusal, e.g. deadline_exceeded)
+  bool pinned = false;          // the caller named the model: no other pool stands in for it
+  bool includes_cloud() const;
+};
+
+std::string_view to_string(Route route);
+std::string_view to_string(EdgeEngine engine);  // "" for none
+std::string_view to_string(FallbackType type);  // "" for none
+std::string_view to_string(Reason reason);
+std::string_view to_string(Level level);        // "L0".."L4"
+std::string_view to_string(Source source);
+// The pool a cloud route or source names ("cloud-small" / "cloud-large"); "" otherwise.
+std::optional<Route> route_from_string(std::string_view name);
+inline bool is_cloud(Route route) { return route == Route::cloud_small || route == Route::cloud_large; }
+inline bool is_cloud(Source source) { return source == Source::cloud_small || source == Source::cloud_large; }
+inline bool is_edge(Source source) {
+  return source == Source::edge_intent || source == Source::edge_intent_verified || source == Source::edge_llm;
+}
+
+// For gtest and logs.
+inline std::ostream& operator<<(std::ostream& out, Route v) { return out << to_string(v); }
+inline std::ostream& operator<<(std::ostream& out, Reason v) { return out << to_string(v); }
+inline std::ostream& operator<<(std::ostream& out, EdgeEngine v) { return out << to_string(v); }
+inline std::ostream& operator<<(std::ostream& out, FallbackType v) { return out << to_string(v); }
+inline std::ostream& operator<<(std::ostream& out, Level v) { return out << to_string(v); }
+inline std::ostream& operator<<(std::ostream& out, Source v) { return out << to_string(v); }
+
 struct Decision {
-  std::string route;          // edge | cloud-small | cloud-large | human | refuse
-  std::string reason;         // stable code: model_pinned, default_pool, pii_pin, high_confidence, ...
-  std::string fallback_type;  // quality | timeout | capability; empty when not a fallback
+  Route route = Route::refuse;
+  Reason reason = Reason::default_pool;
+  FallbackType fallback_type = FallbackType::none;
   std::optional<double> confidence;
   std::string intent;
-  std::string edge_engine;    // intent | llm, when route is edge
-  nlohmann::json figures = nlohmann::json::object();  // the numbers the decision used
+  EdgeEngine edge_engine = EdgeEngine::none;  // set when route is edge
+  Plan plan;
+  // The numbers the decision used (thresholds, scores, the policy version), for the log and the
+  // admin view. Write-only for everyone after decide(): nothing steers on them.
+  nlohmann::json figures = nlohmann::json::object();
 };
 
 }  // namespace hengshi

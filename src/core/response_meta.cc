@@ -2,26 +2,58 @@
 
 namespace hengshi {
 
-nlohmann::json ResponseMeta::to_json(bool with_figures) const {
-  using nlohmann::json;
-  auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+using nlohmann::json;
+
+namespace {
+json or_null(std::string_view s) { return s.empty() ? json(nullptr) : json(std::string(s)); }
+}  // namespace
+
+json to_json(const Plan& plan) {
+  json steps = json::array();
+  for (const auto& step : plan.steps) {
+    steps.push_back(std::string(to_string(step.level)) + ":" + std::string(to_string(step.source)));
+  }
+  return steps;
+}
+
+json to_json(const HopRecord& hop) {
+  json attempts = json::array();
+  for (const auto& attempt : hop.attempts) {
+    json a = {{"ms", attempt.ms}, {"outcome", attempt.error.empty() ? "ok" : attempt.error}};
+    if (!attempt.upstream.empty()) a["upstream"] = attempt.upstream;
+    attempts.push_back(std::move(a));
+  }
+  return {{"level", to_string(hop.level)},
+          {"source", to_string(hop.source)},
+          {"outcome", hop.outcome},
+          {"ms", hop.ms},
+          {"attempts", std::move(attempts)}};
+}
+
+json ResponseMeta::to_json(bool with_figures) const {
+  json hop_list = json::array();
+  for (const auto& hop : hops) hop_list.push_back(hengshi::to_json(hop));
   json out = {
       {"request_id", request_id},
-      {"route", decision.route},
-      {"reason", decision.reason},
+      {"route", to_string(decision.route)},
+      {"reason", to_string(decision.reason)},
       {"level", level},
-      {"fallback_type", or_null(decision.fallback_type)},
+      {"answered_by", or_null(answered_by)},
+      {"fallback_type", or_null(to_string(decision.fallback_type))},
       {"confidence", decision.confidence ? json(*decision.confidence) : json(nullptr)},
       {"intent", or_null(decision.intent)},
       {"cache", cache},
       {"attempts", attempts},
+      {"offline", offline},
+      {"plan", hengshi::to_json(decision.plan)},
+      {"hops", std::move(hop_list)},
       {"overhead_us", overhead_us},
       {"model", or_null(model)},
       {"upstream", or_null(upstream)},
       {"cost", cost ? json(*cost) : json(nullptr)},
   };
   if (!key.empty()) out["key"] = key;
-  if (!decision.edge_engine.empty()) out["edge_engine"] = decision.edge_engine;
+  if (decision.edge_engine != EdgeEngine::none) out["edge_engine"] = to_string(decision.edge_engine);
   if (with_figures && !decision.figures.empty()) out["figures"] = decision.figures;
   return out;
 }

@@ -1,10 +1,13 @@
 // ResponseMeta: the "hengshi" object every response carries (DESIGN.md §4) — the body's
-// metadata for non-streams, the final chunk's for streams — and the X-Hengshi-* headers.
+// metadata for non-streams, the final chunk's for streams — and the X-Hengshi-* headers. The
+// chain (src/chain/) fills level, attempts and hops as it walks the plan, so a client, the
+// request log and the metrics all see the same path the request took.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -12,12 +15,31 @@
 
 namespace hengshi {
 
+// One call to a source: which upstream member (empty for the edge), how it ended, how long.
+struct AttemptRecord {
+  std::string upstream;
+  std::string error;  // "" = answered; else the error kind (server_error, ttft_timeout, ...)
+  std::int64_t ms = 0;
+};
+
+// One level of the plan as it was walked.
+struct HopRecord {
+  Level level = Level::edge;
+  Source source = Source::edge_intent;
+  std::string outcome;  // ok | the last attempt's error kind | skipped: <why>
+  std::int64_t ms = 0;
+  std::vector<AttemptRecord> attempts;
+};
+
 struct ResponseMeta {
   std::string request_id;
   Decision decision;
-  int level = 0;                 // degradation-chain level that answered (0 = first choice)
+  int level = 0;                 // degradation-chain level that answered (0..4)
+  std::string answered_by;       // the source that answered (edge_intent, cloud-small, ...); "" = none
   std::string cache = "miss";    // miss | exact | semantic
-  int attempts = 0;              // upstream/edge attempts made
+  int attempts = 0;              // upstream/edge attempts made, over every level
+  bool offline = false;          // answered in offline mode (edge only)
+  std::vector<HopRecord> hops;   // the levels walked, in order
   std::int64_t overhead_us = 0;  // time spent in the gateway itself, upstream time excluded
   std::string model;             // model that produced the answer
   std::string upstream;          // pool member that answered, empty for the edge
@@ -28,5 +50,8 @@ struct ResponseMeta {
   // clients see them only with server.expose_figures.
   nlohmann::json to_json(bool with_figures = true) const;
 };
+
+nlohmann::json to_json(const Plan& plan);
+nlohmann::json to_json(const HopRecord& hop);
 
 }  // namespace hengshi

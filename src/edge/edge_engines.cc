@@ -16,6 +16,11 @@ std::vector<ChatMessage> LlmEngine::edge_messages(const std::vector<ChatMessage>
 std::string_view to_string(FinishReason reason) {
   return reason == FinishReason::stop ? "stop" : "length";
 }
+const LlmConfig& LlmEngine::config() const {
+  static const LlmConfig none;
+  return none;
+}
+int LlmEngine::context_tokens() const { return 0; }
 #endif
 
 std::string EdgeEngines::intent_model_id() const {

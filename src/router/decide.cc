@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "router/complexity.h"
+#include "router/plan.h"
 
 namespace hengshi::router {
 namespace {
@@ -14,23 +15,27 @@ bool has_pool(const RouteInput& input, std::string_view pool) {
   return std::find(input.pools.begin(), input.pools.end(), pool) != input.pools.end();
 }
 
-bool is_cloud(std::string_view route) { return route == "cloud-small" || route == "cloud-large"; }
-
 // An intent answer the edge may give at all: in scope, with a canned answer.
 bool intent_has_answer(const edge::IntentPrediction* prediction) {
   return prediction != nullptr && !prediction->is_oos && !prediction->answer.empty();
 }
 
-void set(Decision& decision, std::string route, std::string reason, std::string fallback_type = {}) {
-  decision.route = std::move(route);
-  decision.reason = std::move(reason);
-  decision.fallback_type = std::move(fallback_type);
-  decision.edge_engine.clear();
+void set(Decision& decision, Route route, Reason reason, FallbackType fallback_type = FallbackType::none) {
+  decision.route = route;
+  decision.reason = reason;
+  decision.fallback_type = fallback_type;
+  decision.edge_engine = EdgeEngine::none;
 }
 
-void set_edge(Decision& decision, std::string engine, std::string reason, std::string fallback_type = {}) {
-  set(decision, "edge", std::move(reason), std::move(fallback_type));
-  decision.edge_engine = std::move(engine);
+// A route named in the policy (validated there: cloud-small | cloud-large | human).
+void set(Decision& decision, const std::string& route, Reason reason,
+         FallbackType fallback_type = FallbackType::none) {
+  set(decision, route_from_string(route).value_or(Route::cloud_small), reason, fallback_type);
+}
+
+void set_edge(Decision& decision, EdgeEngine engine, Reason reason, FallbackType fallback_type = FallbackType::none) {
+  set(decision, Route::edge, reason, fallback_type);
+  decision.edge_engine = engine;
 }
 
 // ---- what route_input() collects for the PII scan ----
@@ -186,7 +191,7 @@ void collect_forwarded_strings(const json& body, const std::vector<const json*>&
 
 }  // namespace
 
-RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms) {
+RouteInput route_input(const ChatRequest& request, const Budget& budget) {
   RouteInput input;
   input.model = request.model;
   input.texts.reserve(request.messages.size());
@@ -201,7 +206,7 @@ RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms) {
   input.turns = static_cast<int>(request.messages.size());
   input.task_type = request.hengshi.task_type;
   input.session_id = request.hengshi.session_id;
-  input.remaining_ms = remaining_ms;
+  input.budget = budget;
   input.input_tokens = approx_prompt_tokens(request.messages);
   input.requested_output_tokens =
       request.max_tokens ? static_cast<int>(std::min<std::int64_t>(*request.max_tokens, 1 << 30)) : 0;
@@ -263,8 +268,10 @@ double RouterRuntime::cloud_p90_ms(const RouterPolicy& policy, const std::string
   return prior != policy.latency.cloud_p90_prior_ms.end() ? prior->second : 0.0;
 }
 
-Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRuntime& runtime,
-                std::chrono::steady_clock::time_point now) {
+namespace {
+
+Decision decide_route(const RouteInput& input, const RouterPolicy& policy, RouterRuntime& runtime,
+                      std::chrono::steady_clock::time_point now) {
   Decision decision;
   json& figures = decision.figures;
   figures["policy"] = policy.version;
@@ -279,7 +286,8 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
   figures["complexity"] = complexity;
   auto record_session = [&](int score) {
     if (!policy.sessions.enabled || input.session_id.empty()) return;
-    figures["session_cloud_calls"] = runtime.sessions().record(input.session_id, score, decision.route, now);
+    figures["session_cloud_calls"] =
+        runtime.sessions().record(input.session_id, score, std::string(to_string(decision.route)), now);
   };
 
   // 1. Hard constraints. PII: everything that would be forwarded — history, tool calls, metadata —
@@ -301,15 +309,15 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
       if (input.has_non_text_parts) figures["non_text_parts"] = input.non_text_kinds;
       // Never a cloud upstream: refused outright by policy, or the edge answers, or the safe
       // message does (fail closed).
-      const std::string reason = has_pii ? "pii_pin" : "pii_uncheckable";
+      const Reason reason = has_pii ? Reason::pii_pin : Reason::pii_uncheckable;
       if (input.has_non_text_parts && policy.pii_non_text_parts == NonTextParts::kRefuse) {
-        set(decision, "refuse", "non_text_refused");
+        set(decision, Route::refuse, Reason::non_text_refused);
       } else if (intent_has_answer(prediction) && prediction->confidence >= band.high) {
-        set_edge(decision, "intent", reason);
+        set_edge(decision, EdgeEngine::intent, reason);
       } else if (input.llm_available) {
-        set_edge(decision, "llm", reason);
+        set_edge(decision, EdgeEngine::llm, reason);
       } else {
-        set(decision, "refuse", reason);
+        set(decision, Route::refuse, reason);
       }
       record_session(complexity);
       return decision;
@@ -317,19 +325,37 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
   }
   if (auto signal = policy.sensitive.match(input.last_user_text)) {
     figures["signal"] = signal->rule;
-    set(decision, signal->target, "sensitive_signal");
+    set(decision, signal->target, Reason::sensitive_signal);
+    // While offline only a hand-off still makes sense; a cloud target becomes an offline plan.
+    if (!input.offline || decision.route == Route::human) {
+      record_session(complexity);
+      return decision;
+    }
+  }
+
+  // Offline: the cloud is unreachable, so only the edge (at its offline band) or the last
+  // resort can answer; every answer says so.
+  if (input.offline) {
+    figures["offline_threshold"] = input.offline_threshold;
+    if (intent_has_answer(prediction) && prediction->confidence >= input.offline_threshold) {
+      set_edge(decision, EdgeEngine::intent, Reason::offline);
+    } else if (input.llm_available) {
+      set_edge(decision, EdgeEngine::llm, Reason::offline);
+    } else {
+      set(decision, Route::refuse, Reason::offline);
+    }
     record_session(complexity);
     return decision;
   }
 
   // 2. Pins by model name.
   if (input.model == "edge-llm") {
-    set_edge(decision, "llm", "model_pinned");
+    set_edge(decision, EdgeEngine::llm, Reason::model_pinned);
     record_session(complexity);
     return decision;
   }
-  if (is_cloud(input.model) && has_pool(input, input.model)) {
-    set(decision, input.model, "model_pinned");
+  if ((input.model == "cloud-small" || input.model == "cloud-large") && has_pool(input, input.model)) {
+    set(decision, input.model, Reason::model_pinned);
     record_session(complexity);
     return decision;
   }
@@ -342,16 +368,17 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
   if (unknown_task) figures["task_type_unknown"] = true;
   if (!verdict.edge_allowed) {
     figures["capability"] = verdict.reason;
-    set(decision, complexity >= policy.complexity_cloud_large_at ? "cloud-large" : "cloud-small",
-        "capability_miss");
+    set(decision, complexity >= policy.complexity_cloud_large_at ? Route::cloud_large : Route::cloud_small,
+        Reason::capability_miss);
     record_session(complexity);
     return decision;
   }
 
   // 4. A budget already spent gets a clear answer at once.
-  figures["remaining_ms"] = input.remaining_ms;
-  if (input.remaining_ms <= 0) {
-    set(decision, "refuse", "deadline_exceeded");
+  const std::int64_t remaining_ms = input.budget.remaining().count();  // real time, whatever `now` a test passes
+  figures["remaining_ms"] = remaining_ms;
+  if (remaining_ms <= 0) {
+    set(decision, Route::refuse, Reason::deadline_exceeded);
     return decision;
   }
 
@@ -375,57 +402,73 @@ Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRunti
     figures["margin"] = prediction->margin;
   }
   if (complexity >= policy.complexity_cloud_large_at) {
-    set(decision, "cloud-large", "complexity_high");
+    set(decision, Route::cloud_large, Reason::complexity_high);
   } else if (sticky) {
-    set(decision, "cloud-large", "session_sticky");
+    set(decision, Route::cloud_large, Reason::session_sticky);
   } else if (prediction == nullptr) {
-    set(decision, input.default_pool, "default_pool");
+    set(decision, input.default_pool, Reason::default_pool);
   } else if (prediction->is_oos) {
-    set(decision, policy.confidence.out_of_scope_route, "out_of_scope", "quality");
+    set(decision, policy.confidence.out_of_scope_route, Reason::out_of_scope, FallbackType::quality);
   } else if (prediction->confidence >= band.high && intent_has_answer(prediction)) {
-    set_edge(decision, "intent", "high_confidence");
+    set_edge(decision, EdgeEngine::intent, Reason::high_confidence);
   } else if (prediction->confidence >= band.low) {
     const bool verify = policy.confidence.middle_band_route == "edge_verify";
     if (verify && intent_has_answer(prediction) && has_pool(input, "cloud-small")) {
       // The edge's answer, pending a yes/no check by cloud-small (the server runs it).
-      set_edge(decision, "intent", "middle_band_verify");
+      set_edge(decision, EdgeEngine::intent, Reason::middle_band_verify);
       figures["verify_pool"] = "cloud-small";
     } else {
       // Without an answer or a judge to check it, edge_verify falls back to cloud-small.
-      set(decision, verify ? "cloud-small" : policy.confidence.middle_band_route, "middle_band", "quality");
+      set(decision, verify ? std::string("cloud-small") : policy.confidence.middle_band_route,
+          Reason::middle_band, FallbackType::quality);
     }
   } else {
-    set(decision, policy.confidence.low_band_route, "low_confidence", "quality");
+    set(decision, policy.confidence.low_band_route, Reason::low_confidence, FallbackType::quality);
   }
 
   // 7. Latency gate: does the chosen cloud pool fit what is left of the budget?
   if (is_cloud(decision.route)) {
-    const double p90 = runtime.cloud_p90_ms(policy, decision.route, now);
+    const std::string chosen(to_string(decision.route));
+    const double p90 = runtime.cloud_p90_ms(policy, chosen, now);
     figures["p90_ms"] = p90;
-    if (p90 > static_cast<double>(input.remaining_ms)) {
+    if (p90 > static_cast<double>(remaining_ms)) {
       const int expected_tokens = input.requested_output_tokens > 0
                                       ? input.requested_output_tokens
                                       : policy.latency.expected_output_tokens;
       const double llm_eta = runtime.edge_llm_eta_ms(expected_tokens);
-      const std::string other = decision.route == "cloud-small" ? "cloud-large" : "cloud-small";
+      const std::string other = decision.route == Route::cloud_small ? "cloud-large" : "cloud-small";
       const double other_p90 = runtime.cloud_p90_ms(policy, other, now);
       if (intent_has_answer(prediction) && prediction->confidence >= band.low &&
-          policy.latency.edge_intent_ms <= static_cast<double>(input.remaining_ms)) {
-        set_edge(decision, "intent", "latency_pressure", "timeout");
+          policy.latency.edge_intent_ms <= static_cast<double>(remaining_ms)) {
+        set_edge(decision, EdgeEngine::intent, Reason::latency_pressure, FallbackType::timeout);
         figures["edge_eta_ms"] = policy.latency.edge_intent_ms;
-      } else if (input.llm_available && llm_eta <= static_cast<double>(input.remaining_ms)) {
-        set_edge(decision, "llm", "latency_pressure", "timeout");
+      } else if (input.llm_available && llm_eta <= static_cast<double>(remaining_ms)) {
+        set_edge(decision, EdgeEngine::llm, Reason::latency_pressure, FallbackType::timeout);
         figures["edge_eta_ms"] = llm_eta;
-      } else if (has_pool(input, other) && other_p90 <= static_cast<double>(input.remaining_ms)) {
-        set(decision, other, "latency_pressure", "timeout");
+      } else if (has_pool(input, other) && other_p90 <= static_cast<double>(remaining_ms)) {
+        set(decision, other, Reason::latency_pressure, FallbackType::timeout);
         figures["p90_ms"] = other_p90;
       } else {
-        decision.reason = "latency_pressure";  // nothing fits: keep the choice, say so
+        decision.reason = Reason::latency_pressure;  // nothing fits: keep the choice, say so
         figures["nothing_fits"] = true;
       }
     }
   }
   record_session(complexity);
+  return decision;
+}
+
+}  // namespace
+
+Decision decide(const RouteInput& input, const RouterPolicy& policy, RouterRuntime& runtime,
+                std::chrono::steady_clock::time_point now) {
+  Decision decision = decide_route(input, policy, runtime, now);
+  PlanInputs plan_inputs;
+  plan_inputs.intent_answer = intent_has_answer(input.prediction);
+  plan_inputs.llm_available = input.llm_available;
+  plan_inputs.pools = input.pools;
+  plan_inputs.last_resort = input.last_resort;
+  decision.plan = make_plan(decision, plan_inputs);
   return decision;
 }
 

@@ -20,11 +20,13 @@
 //                        edge_verify the edge answer pending a cloud yes/no check
 //                        (middle_band_verify); else
 //                        low_band_route (low_confidence). No intent engine → default pool.
+//   offline (after 1)   the cloud is unreachable (chain::OfflineMode): the intent engine at the
+//                        offline threshold, else the edge LLM, else the last resort (reason offline)
 //   7. latency gate      when the chosen cloud pool's P90 does not fit the remaining budget:
 //                        an edge answer that fits (intent at ≥ low, or the LLM), or the other
 //                        pool, is taken instead (latency_pressure, fallback_type timeout); when
 //                        nothing fits the choice stands, marked latency_pressure.
-// Every decision carries the figures it used and the policy version.
+// Every decision carries the figures it used, the policy version, and its plan (router/plan.h).
 //
 // Thread-safety: decide() may run concurrently; RouterRuntime synchronises itself. The policy
 // is an immutable snapshot the caller holds for the whole call.
@@ -33,11 +35,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/budget.h"
 #include "core/chat_request.h"
 #include "core/decision.h"
 #include "edge/intent_engine.h"
@@ -63,7 +67,7 @@ struct RouteInput {
   int turns = 1;                           // messages in the conversation
   std::string task_type;
   std::string session_id;
-  std::int64_t remaining_ms = 60'000;      // deadline − elapsed
+  Budget budget = Budget::after(Millis(60'000));  // the request's time (parsed once, passed down)
   int input_tokens = 0;                    // estimate over all messages
   int requested_output_tokens = 0;         // max_tokens, 0 = not set
   bool wants_structured_output = false;
@@ -72,6 +76,10 @@ struct RouteInput {
   bool llm_available = false;
   std::string default_pool = "cloud-small";
   std::vector<std::string> pools;          // configured pool names
+  // The chain's state and settings the plan depends on.
+  bool offline = false;                    // cloud unreachable: edge-only plans
+  double offline_threshold = 0.5;          // the intent band while offline
+  std::optional<Source> last_resort = Source::last_resort_reply;  // L4; nullopt = none
 };
 
 // Reads a ChatRequest into a RouteInput (texts and forwarded_strings point into `request`, which
@@ -79,7 +87,7 @@ struct RouteInput {
 // (deeper than kMaxScanDepth counts as a non-text part, "nesting_too_deep": not checked, so not
 // forwarded).
 inline constexpr int kMaxScanDepth = 256;
-RouteInput route_input(const ChatRequest& request, std::int64_t remaining_ms);
+RouteInput route_input(const ChatRequest& request, const Budget& budget);
 
 // What the router learns from traffic: per-pool latency windows, the edge LLM's speed and
 // per-session memory. Sized from the policy it is created with.

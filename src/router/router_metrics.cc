@@ -11,9 +11,12 @@ using obs::Registry;
 
 void RouterMetrics::count(const Decision& decision, const RouteInput& input) {
   auto& registry = Registry::global();
-  if (decision.reason == "pii_pin") {
-    static obs::Counter& pii = registry.counter("hengshi_router_pii_total", "Requests pinned to the edge for PII");
-    pii.inc();
+  if (decision.reason == Reason::pii_pin || decision.reason == Reason::pii_uncheckable ||
+      decision.reason == Reason::non_text_refused) {
+    registry
+        .counter("hengshi_router_pii_total", "Requests kept off the cloud by the PII stage",
+                 {{"reason", std::string(to_string(decision.reason))}})
+        .inc();
   }
   if (auto it = decision.figures.find("signal"); it != decision.figures.end()) {
     registry.counter("hengshi_router_sensitive_total", "Requests routed by a sensitive signal",
@@ -30,7 +33,7 @@ void RouterMetrics::count(const Decision& decision, const RouteInput& input) {
                      {{"score", std::to_string(it->get<int>())}})
         .inc();
   }
-  if (!input.session_id.empty() && (decision.route == "cloud-small" || decision.route == "cloud-large")) {
+  if (!input.session_id.empty() && is_cloud(decision.route)) {
     static obs::Counter& session_cloud =
         registry.counter("hengshi_session_cloud_calls_total", "Cloud calls made for requests with a session");
     session_cloud.inc();

@@ -11,6 +11,7 @@
 #include "server/key_store.h"
 #include "server/server_metrics.h"
 #include "server/openai_format.h"
+#include "server/response_writer.h"
 #include "server/sse.h"
 
 namespace hengshi::server {
@@ -33,25 +34,7 @@ bool is_json_content_type(std::string_view value) {
   return lowered == "application/json";
 }
 
-template <typename Message>
-void set_meta_headers(Message& message, const ResponseMeta& meta) {
-  message.set("X-Hengshi-Request-Id", meta.request_id);
-  message.set("X-Hengshi-Route", meta.decision.route);
-  message.set("X-Hengshi-Reason", meta.decision.reason);
-  message.set("X-Hengshi-Cache", meta.cache);
-}
-
 }  // namespace
-
-double cost_of(const cloud::CloudPool& pool, const std::string& upstream, const cloud::Usage& usage) {
-  for (const auto& member : pool.config().members) {
-    if (member.name == upstream) {
-      return static_cast<double>(usage.prompt_tokens) / 1000.0 * member.price_input_per_1k +
-             static_cast<double>(usage.completion_tokens) / 1000.0 * member.price_output_per_1k;
-    }
-  }
-  return 0.0;
-}
 
 std::string new_request_id() {
   // Unique per process run and cheap: a random prefix drawn once plus a counter.
@@ -101,92 +84,53 @@ Result<Ok, ApiError> apply_extension_headers(const http::request<http::string_bo
   return Ok{};
 }
 
-awaitable<bool> ChatCompletions::finish_stream_with_meta(HttpExchange& exchange, const ResponseMeta& meta) {
-  // The metadata travels in a final chunk with no choices, the shape OpenAI uses for usage.
-  json final_chunk = {{"id", meta.request_id},
-                      {"object", "chat.completion.chunk"},
-                      {"created", unix_seconds_now()},
-                      {"model", meta.model},
-                      {"choices", json::array()},
-                      {"hengshi", client_meta(meta)}};
-  std::string event = sse_event(dump_text(final_chunk));
-  if (!co_await exchange.write_chunk(event)) co_return false;
-  if (!co_await exchange.write_chunk(kSseDone)) co_return false;
-  co_return co_await exchange.finish_stream();
+struct ChatCompletions::RequestSources {
+  chain::CannedSource human;
+  chain::CannedSource safe;
+  chain::CannedSource last_resort;
+};
+
+ChatCompletions::ChatCompletions(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
+                                 const edge::EdgeEngines& edge, router::Router& router,
+                                 obs::RequestLog& request_log)
+    : config_(config), pools_(std::move(pools)), edge_(edge), router_(router), log_(request_log) {
+  for (const auto& [name, pool] : pools_) {
+    if (pool == nullptr) continue;
+    pool_names_.push_back(name);
+    if (auto route = route_from_string(name); route && is_cloud(*route)) {
+      clouds_[*route == Route::cloud_small ? Source::cloud_small : Source::cloud_large] =
+          std::make_unique<chain::CloudSource>(*pool);
+    }
+  }
+  if (edge_.intent) {
+    edge_intent_ = std::make_unique<chain::EdgeIntentSource>(edge_.intent_model_id(), nullptr);
+    auto judge = pools_.find("cloud-small");
+    edge_intent_verified_ = std::make_unique<chain::EdgeIntentSource>(
+        edge_.intent_model_id(), judge == pools_.end() ? nullptr : judge->second);
+  }
+  if (edge_.llm) edge_llm_ = std::make_unique<chain::EdgeLlmSource>(*edge_.llm, edge_.llm_model_id());
+  chain::ChainHooks hooks;
+  hooks.on_cloud_outcome = [this](const chain::AttemptError* error) {
+    if (offline_ == nullptr) return;
+    if (error == nullptr) {
+      offline_->record_cloud_outcome(std::nullopt);
+    } else if (error->upstream_kind) {
+      offline_->record_cloud_outcome(*error->upstream_kind);
+    }
+  };
+  hooks.on_cloud_latency = [this](const std::string& pool, double latency_ms) {
+    router_.runtime().observe_cloud_latency(pool, latency_ms, std::chrono::steady_clock::now());
+  };
+  chain_ = std::make_unique<chain::Chain>(config_.chain, std::move(hooks));
 }
 
-awaitable<bool> ChatCompletions::start_stream(HttpExchange& exchange, const ResponseMeta& meta) {
-  http::response<http::empty_body> head{http::status::ok, exchange.request().version()};
-  set_meta_headers(head, meta);
-  co_return co_await exchange.start_stream(std::move(head));
-}
-
-awaitable<bool> ChatCompletions::send_answer(HttpExchange& exchange, const ChatRequest& request,
-                                             ResponseMeta& meta, const std::string& content,
-                                             const std::string& finish_reason,
-                                             const cloud::Usage& usage) {
-  const TokenUsage tokens{usage.prompt_tokens, usage.completion_tokens};
-  if (!request.stream) {
-    Response response{http::status::ok, exchange.request().version()};
-    response.set(http::field::content_type, "application/json");
-    set_meta_headers(response, meta);
-    json body = completion_object(meta.request_id, meta.model, content, finish_reason, tokens);
-    body["hengshi"] = client_meta(meta);
-    response.body() = dump_text(body);
-    co_return co_await exchange.send(std::move(response));
-  }
-  if (!co_await start_stream(exchange, meta)) co_return false;
-  // Same event sequence as OpenAI: role, content, finish_reason, [usage], then our metadata.
-  std::array<json, 3> chunks = {
-      completion_chunk(meta.request_id, meta.model, {{"role", "assistant"}, {"content", ""}}, ""),
-      completion_chunk(meta.request_id, meta.model, {{"content", content}}, ""),
-      completion_chunk(meta.request_id, meta.model, json::object(), finish_reason)};
-  for (const json& chunk : chunks) {
-    std::string event = sse_event(dump_text(chunk));
-    if (!co_await exchange.write_chunk(event)) co_return false;
-  }
-  if (request.include_usage) {
-    std::string event = sse_event(dump_text(usage_chunk(meta.request_id, meta.model, tokens)));
-    if (!co_await exchange.write_chunk(event)) co_return false;
-  }
-  co_return co_await finish_stream_with_meta(exchange, meta);
-}
-
-awaitable<void> ChatCompletions::respond_configured(HttpExchange& exchange, ChatRequest& request,
-                                                    ResponseMeta& meta, const router::RouterPolicy& policy) {
-  meta.attempts = 0;
-  meta.overhead_us = micros_since(exchange.received_at());
-  if (meta.decision.reason == "deadline_exceeded") {
-    co_await send_error(exchange,
-                        ApiError::gateway_timeout("deadline_exceeded",
-                                                  "the request's deadline had passed before it could be routed "
-                                                  "(hengshi.deadline_ms / X-Hengshi-Deadline-Ms)"),
-                        &meta);
-    log_request(exchange, request, meta, "deadline_exceeded", {}, 0);
-    co_return;
-  }
-  // A human hand-off or the PII safe message: a normal answer the gateway writes itself.
-  const bool human = meta.decision.route == "human";
-  meta.model = human ? "hengshi-human-handoff" : "hengshi-safe-reply";
-  meta.cost = 0.0;
-  const std::string& content = human ? policy.human_message : policy.pii_safe_message;
-  bool delivered = co_await send_answer(exchange, request, meta, content, "stop", {});
-  if (!delivered) ServerMetrics::count_disconnect("writing_response");
-  log_request(exchange, request, meta, delivered ? "ok" : "client_closed", {}, 0);
-}
+ChatCompletions::~ChatCompletions() = default;
 
 awaitable<void> ChatCompletions::send_error(HttpExchange& exchange, const ApiError& error,
                                             const ResponseMeta* meta) {
-  Response response{static_cast<http::status>(error.status), exchange.request().version()};
-  response.set(http::field::content_type, "application/json");
-  json body = error.to_json();
-  if (meta) {
-    set_meta_headers(response, *meta);
-    body["hengshi"] = client_meta(*meta);
-  }
-  if (error.status == 429) response.set(http::field::retry_after, "1");
-  response.body() = dump_text(body);
-  co_await exchange.send(std::move(response));
+  ChatRequest none;
+  ResponseWriter writer(exchange, none, config_.server.expose_figures);
+  co_await writer.write_error(error, meta);
 }
 
 awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
@@ -220,177 +164,163 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
   ResponseMeta meta;
   meta.request_id = new_request_id();
   if (key) meta.key = key->name;
-  const auto budget = std::chrono::milliseconds(
-      request.hengshi.deadline_ms.value_or(config_.server.default_deadline_ms));
-  const Deadline deadline(exchange.received_at() + budget);
+  // The budget, parsed once: from here down every wait is bounded by it.
+  const Budget budget(
+      Deadline(exchange.received_at() +
+               std::chrono::milliseconds(request.hengshi.deadline_ms.value_or(config_.server.default_deadline_ms))),
+      config_.chain.shares_for(request.hengshi.task_type));
 
   // The intent model runs inline (microseconds); decide() needs its confidence.
   edge::IntentPrediction prediction;
-  router::RouteInput input = router::route_input(request, deadline.remaining().count());
+  router::RouteInput input = router::route_input(request, budget);
   // A session id means something only within its key: two keys' "s1" are two sessions.
   if (key && !input.session_id.empty()) input.session_id = key->name + '\x1f' + input.session_id;
-  if (edge_.intent) {
+  const bool edge_up = offline_ == nullptr || offline_->edge_available();
+  if (edge_.intent && edge_up) {
     prediction = edge_.intent->predict(input.last_user_text);
     input.prediction = &prediction;
   }
-  input.llm_available = edge_.llm != nullptr;
+  input.llm_available = edge_.llm != nullptr && edge_up;
   input.default_pool = config_.routing.default_pool;
   input.pools = pool_names_;
+  input.offline = offline_ != nullptr && offline_->offline();
+  input.offline_threshold = config_.chain.offline.edge_threshold;
+  const std::string& last_resort = config_.chain.last_resort.kind;
+  input.last_resort = last_resort == "error"   ? std::nullopt
+                      : last_resort == "human" ? std::optional<Source>(Source::human_handoff)
+                                               : std::optional<Source>(Source::last_resort_reply);
   const auto policy = router_.policy();  // one snapshot for the whole request
   meta.decision = router_.decide(input, *policy);
-  ServerMetrics::count_decision(meta.decision.route, meta.decision.reason);
+  meta.offline = meta.decision.reason == Reason::offline;
+  ServerMetrics::count_decision(std::string(to_string(meta.decision.route)),
+                                std::string(to_string(meta.decision.reason)));
 
-  if (meta.decision.route == "edge") {
-    if (meta.decision.edge_engine == "llm") {
-      co_await respond_edge_llm(exchange, request, meta, deadline);
-    } else {
-      co_await respond_edge_intent(exchange, request, meta, prediction, deadline);
-    }
+  if (meta.decision.plan.steps.empty() && meta.decision.reason != Reason::deadline_exceeded) {
+    // Nothing on this gateway can serve what was asked for (a pinned engine that is not configured).
+    meta.overhead_us = micros_since(exchange.received_at());
+    const bool edge = meta.decision.route == Route::edge;
+    co_await send_error(exchange,
+                        ApiError::unavailable(edge ? "edge_unavailable" : "route_unavailable",
+                                              edge ? "the edge LLM (edge.llm.model_path) is not configured or not "
+                                                     "available on this gateway"
+                                                   : "no configured target can answer this request"),
+                        &meta);
+    log_request(exchange, request, meta, edge ? "edge_unavailable" : "route_unavailable", {}, 0);
     co_return;
   }
-  if (meta.decision.route == "human" || meta.decision.route == "refuse") {
-    co_await respond_configured(exchange, request, meta, *policy);
+  if (meta.decision.plan.steps.empty()) {
+    // A typed refusal: the budget was spent before anything could run.
+    meta.overhead_us = micros_since(exchange.received_at());
+    co_await send_error(exchange,
+                        ApiError::gateway_timeout("deadline_exceeded",
+                                                  "the request's deadline had passed before it could be routed "
+                                                  "(hengshi.deadline_ms / X-Hengshi-Deadline-Ms)"),
+                        &meta);
+    log_request(exchange, request, meta, "deadline_exceeded", {}, 0);
     co_return;
   }
-
-  co_await respond_cloud(exchange, request, meta, deadline);
+  co_await reply(exchange, request, meta, *policy, budget, input.prediction);
 }
 
-awaitable<void> ChatCompletions::respond_cloud(HttpExchange& exchange, ChatRequest& request,
-                                               ResponseMeta& meta, Deadline deadline) {
-  auto pool_it = pools_.find(meta.decision.route);
-  // Checked here, where every cloud answer starts, so no path reaches a pool the key may not use.
-  if (const ClientKey* key = exchange.client_key().get(); key && !key->allows_pool(meta.decision.route)) {
+awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
+                                       const router::RouterPolicy& policy, const Budget& budget,
+                                       const edge::IntentPrediction* prediction) {
+  RequestSources canned{chain::CannedSource("hengshi-human-handoff", policy.human_message),
+                        chain::CannedSource("hengshi-safe-reply", policy.pii_safe_message),
+                        chain::CannedSource("hengshi-last-resort", config_.chain.last_resort.message)};
+  const ClientKey* key = exchange.client_key().get();
+  chain::SourceLookup lookup = [&](Source source) -> chain::AnswerSource* {
+    switch (source) {
+      case Source::edge_intent: return edge_intent_.get();
+      case Source::edge_intent_verified: return edge_intent_verified_.get();
+      case Source::edge_llm: return edge_llm_.get();
+      case Source::cloud_small:
+      case Source::cloud_large: {
+        // A pool the key may not use is not a source for this request.
+        if (key && !key->allows_pool(std::string(to_string(source)))) return nullptr;
+        auto it = clouds_.find(source);
+        return it == clouds_.end() ? nullptr : it->second.get();
+      }
+      case Source::human_handoff: return &canned.human;
+      case Source::safe_reply: return &canned.safe;
+      case Source::last_resort_reply: return &canned.last_resort;
+    }
+    return nullptr;
+  };
+  // A pinned pool the key may not use is refused outright, as before the chain.
+  if (key && meta.decision.plan.pinned && is_cloud(meta.decision.route) &&
+      !key->allows_pool(std::string(to_string(meta.decision.route)))) {
     AuthMetrics::count_failure("pool_not_allowed");
-    co_await send_error(exchange, key_errors::pool_not_allowed(key->name, meta.decision.route), &meta);
+    co_await send_error(exchange,
+                        key_errors::pool_not_allowed(key->name, std::string(to_string(meta.decision.route))), &meta);
     log_request(exchange, request, meta, "pool_not_allowed", {}, 0);
     co_return;
   }
-  if (pool_it == pools_.end() || pool_it->second == nullptr) {
-    co_await send_error(exchange,
-                        ApiError::unavailable("route_unavailable",
-                                              "route '" + meta.decision.route + "' has no configured target"),
-                        &meta);
-    log_request(exchange, request, meta, "route_unavailable", {}, 0);
-    co_return;
-  }
-  if (request.stream) {
-    co_await respond_stream(exchange, request, meta, *pool_it->second, deadline);
-  } else {
-    co_await respond_json(exchange, request, meta, *pool_it->second, deadline);
-  }
-}
 
-awaitable<void> ChatCompletions::respond_json(HttpExchange& exchange, ChatRequest& request,
-                                              ResponseMeta& meta, cloud::CloudPool& pool,
-                                              Deadline deadline) {
-  meta.attempts += 1;
-  auto reply = co_await pool.complete(request.body, deadline, exchange.client_gone());
-  if (!reply) {
-    const auto& error = reply.error();
-    meta.upstream = error.upstream;
+  ResponseWriter writer(exchange, request, config_.server.expose_figures);
+  chain::ChainRequest chain_request;
+  chain_request.request = &request;
+  chain_request.prediction = prediction;
+  chain_request.client_gone = exchange.client_gone();
+  chain_request.stream = request.stream ? &writer : nullptr;
+  chain_request.sources = lookup;
+  auto result = co_await chain_->execute(meta.decision.plan, budget, chain_request, meta);
+  for (const HopRecord& hop : meta.hops) {
+    if (hop.source != Source::edge_intent_verified) continue;
+    const std::string verdict = hop.outcome == "ok" ? "yes" : hop.outcome == "rejected" ? "no" : "error";
+    meta.decision.figures["verify_verdict"] = verdict;
+    ServerMetrics::count_verification(verdict);
+  }
+
+  if (!result.answer) {
+    const chain::AttemptError& error = *result.error;
     meta.overhead_us = micros_since(exchange.received_at());
-    if (error.kind == cloud::UpstreamErrorKind::cancelled || exchange.client_gone().cancelled()) {
-      ServerMetrics::count_disconnect("waiting_upstream");
+    if (error.error_class == chain::ErrorClass::cancelled || exchange.client_gone().cancelled()) {
+      ServerMetrics::count_disconnect(result.committed ? "streaming" : "waiting_upstream");
       exchange.force_close();
       log_request(exchange, request, meta, "client_closed", {}, 0);
       co_return;
     }
-    co_await send_error(exchange, error.to_api_error(), &meta);
-    log_request(exchange, request, meta, cloud::to_string(error.kind), {}, 0);
+    co_await writer.write_error(error.api, &meta, error.retry_after_ms);
+    log_request(exchange, request, meta, error.kind, {}, 0);
     co_return;
   }
 
-  meta.model = reply->model;
-  meta.upstream = reply->upstream;
-  router_.runtime().observe_cloud_latency(pool.name(), static_cast<double>(reply->latency.count()) / 1000.0,
-                                          std::chrono::steady_clock::now());
-  // A rejected edge answer's verification call is part of this request's bill.
-  meta.cost = cost_of(pool, reply->upstream, reply->usage) + meta.decision.figures.value("verify_cost", 0.0);
-  ServerMetrics::count_tokens(pool.name(), reply->usage.prompt_tokens, reply->usage.completion_tokens,
-                              *meta.cost);
-
-  Response response{http::status::ok, exchange.request().version()};
-  response.set(http::field::content_type, "application/json");
-  set_meta_headers(response, meta);
-  // Overhead is measured just before serialising: everything but the upstream's own time.
-  meta.overhead_us = std::max<std::int64_t>(0, micros_since(exchange.received_at()) - reply->latency.count());
-  response.set("X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
-  reply->body["hengshi"] = client_meta(meta);
-  response.body() = dump_text(reply->body);
-  ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
-  bool delivered = co_await exchange.send(std::move(response));
-  if (!delivered) ServerMetrics::count_disconnect("writing_response");
-  log_request(exchange, request, meta, delivered ? "ok" : "client_closed", reply->usage, 0);
-}
-
-awaitable<void> ChatCompletions::respond_stream(HttpExchange& exchange, ChatRequest& request,
-                                                ResponseMeta& meta, cloud::CloudPool& pool,
-                                                Deadline deadline) {
-  meta.attempts += 1;
-  bool started = false;
-  bool client_ok = true;
-  cloud::ChunkSink sink = [&](std::string_view chunk) -> awaitable<bool> {
-    if (!started) {
-      started = true;
-      if (!co_await start_stream(exchange, meta)) {
-        client_ok = false;
-        co_return false;
-      }
-    }
-    client_ok = co_await exchange.write_chunk(sse_event(chunk));
-    co_return client_ok;
-  };
-
-  auto summary = co_await pool.stream(request.body, deadline, exchange.client_gone(), sink);
-  if (!summary) {
-    const auto& error = summary.error();
-    meta.upstream = error.upstream;
-    meta.overhead_us = micros_since(exchange.received_at());
-    if (!client_ok || error.kind == cloud::UpstreamErrorKind::cancelled ||
-        exchange.client_gone().cancelled()) {
-      ServerMetrics::count_disconnect(started ? "streaming" : "waiting_upstream");
-      exchange.force_close();
-      log_request(exchange, request, meta, "client_closed", {}, 0);
-      co_return;
-    }
-    if (!started) {
-      co_await send_error(exchange, error.to_api_error(), &meta);
+  chain::Answer& answer = *result.answer;
+  if (meta.offline && !config_.chain.offline.notice.empty()) {
+    // Offline answers say so in their text, not only in the metadata.
+    if (result.streamed) {
+      answer.content = config_.chain.offline.notice;
     } else {
-      // Headers are gone: report the failure in-band as an error event, then end the stream.
-      json event = error.to_api_error().to_json();
-      event["hengshi"] = client_meta(meta);
-      co_await exchange.write_chunk(sse_event(dump_text(event)));
-      co_await exchange.finish_stream();
-      exchange.force_close();
+      answer.content += config_.chain.offline.notice;
     }
-    log_request(exchange, request, meta, cloud::to_string(error.kind), {}, 0);
-    co_return;
   }
-
-  meta.model = summary->model;
-  meta.upstream = summary->upstream;
-  router_.runtime().observe_cloud_latency(pool.name(), static_cast<double>(summary->latency.count()) / 1000.0,
-                                          std::chrono::steady_clock::now());
-  meta.cost = cost_of(pool, summary->upstream, summary->usage) + meta.decision.figures.value("verify_cost", 0.0);
-  meta.overhead_us =
-      std::max<std::int64_t>(0, micros_since(exchange.received_at()) - summary->latency.count());
-  ServerMetrics::count_tokens(pool.name(), summary->usage.prompt_tokens,
-                              summary->usage.completion_tokens, *meta.cost);
+  for (auto& [name, value] : answer.figures.items()) meta.decision.figures[name] = value;
+  if (auto mean = answer.figures.find("token_mean_prob"); mean != answer.figures.end()) {
+    // The edge LLM's own (uncalibrated) token-probability confidence; the router calibrates it.
+    meta.decision.confidence = mean->get<double>();
+  }
+  const std::string pool = answer.pool.empty() ? "canned" : answer.pool;
+  ServerMetrics::count_tokens(pool == "canned" ? "edge" : pool, answer.usage.prompt, answer.usage.completion,
+                              meta.cost.value_or(0.0));
+  // Overhead is measured just before serialising: everything but the source's own time.
+  meta.overhead_us = std::max<std::int64_t>(0, micros_since(exchange.received_at()) - answer.source_time.count());
   ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
-  if (!started && !co_await start_stream(exchange, meta)) {
-    log_request(exchange, request, meta, "client_closed", summary->usage, summary->ttft.count());
-    co_return;
+  bool delivered = result.streamed ? co_await writer.finish_stream(meta, answer)
+                                   : co_await writer.write_answer(meta, answer);
+  if (pool == "edge") {
+    ServerMetrics::observe_edge(meta.decision.edge_engine == EdgeEngine::llm || answer.ttft.count() > 0 ? "llm" : "intent",
+                                delivered ? "ok" : "client_closed",
+                                std::chrono::duration<double>(answer.source_time).count());
   }
-  bool delivered = co_await finish_stream_with_meta(exchange, meta);
-  if (!delivered) ServerMetrics::count_disconnect("streaming");
-  log_request(exchange, request, meta, delivered ? "ok" : "client_closed", summary->usage,
-              summary->ttft.count());
+  if (!delivered) ServerMetrics::count_disconnect(request.stream ? "streaming" : "writing_response");
+  log_request(exchange, request, meta, delivered ? "ok" : "client_closed", answer.usage,
+              std::chrono::duration_cast<std::chrono::microseconds>(answer.ttft).count());
 }
 
 void ChatCompletions::log_request(const HttpExchange& exchange, const ChatRequest& request,
                                   const ResponseMeta& meta, const std::string& outcome,
-                                  const cloud::Usage& usage, std::int64_t ttft_us) {
+                                  const chain::TokenCounts& usage, std::int64_t ttft_us) {
   charge_key(exchange, meta, usage);
   if (!log_.enabled()) return;
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
@@ -406,15 +336,15 @@ void ChatCompletions::log_request(const HttpExchange& exchange, const ChatReques
   record["task_type"] = or_null(policy->pii.redact(request.hengshi.task_type));
   record["requested_model"] = policy->pii.redact(request.model);
   record["latency_us"] = {{"total", micros_since(exchange.received_at())}, {"ttft", ttft_us}};
-  record["tokens"] = {{"prompt", usage.prompt_tokens}, {"completion", usage.completion_tokens}};
+  record["tokens"] = {{"prompt", usage.prompt}, {"completion", usage.completion}};
   log_.write(std::move(record));
 }
 
 void ChatCompletions::charge_key(const HttpExchange& exchange, const ResponseMeta& meta,
-                                 const cloud::Usage& usage) {
+                                 const chain::TokenCounts& usage) {
   const ClientKey* key = exchange.client_key().get();
   if (key == nullptr || key_limits_ == nullptr) return;
-  const std::int64_t tokens = usage.prompt_tokens + usage.completion_tokens;
+  const std::int64_t tokens = usage.prompt + usage.completion;
   const double cost = meta.cost.value_or(0.0);
   key_limits_->charge(*key, tokens, cost, LimitClock::now());
   AuthMetrics::charge(key->name, static_cast<long>(tokens), cost);

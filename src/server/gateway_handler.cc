@@ -50,6 +50,11 @@ void GatewayHandler::use_keys(const KeyStore* keys) {
   chat_->use_key_limits(keys ? &limits_ : nullptr);
 }
 
+void GatewayHandler::use_offline_mode(chain::OfflineMode* offline) {
+  offline_ = offline;
+  chat_->use_offline_mode(offline);
+}
+
 awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::string& route) {
   std::string_view path = path_of(to_std(exchange.request().target()));
   if (keys_ == nullptr || !path.starts_with("/v1/")) co_return true;
@@ -140,10 +145,13 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
   } else if (route == "/healthz") {
     co_await exchange.send_json(http::status::ok, std::string(R"({"status":"ok"})"));
   } else if (route == "/readyz") {
+    // Offline or without its edge the gateway still answers (degraded), so it stays ready; the
+    // detail tells the operator which way it is degraded.
     bool ready = server_ == nullptr || !server_->draining();
-    co_await exchange.send_json(
-        ready ? http::status::ok : http::status::service_unavailable,
-        std::string(ready ? R"({"status":"ready"})" : R"({"status":"draining"})"));
+    nlohmann::json status = {{"status", ready ? "ready" : "draining"}};
+    if (offline_ != nullptr) status["chain"] = offline_->to_json();
+    std::string body = status.dump();
+    co_await exchange.send_json(ready ? http::status::ok : http::status::service_unavailable, std::move(body));
   } else if (route == "/v1/models") {
     nlohmann::json data = nlohmann::json::array();
     std::vector<std::string> ids;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "chain/offline_mode.h"
 #include "cloud/cloud_pool.h"
 #include "core/config.h"
 #include "edge/edge_engines.h"
@@ -38,6 +39,8 @@ class GatewayHandler : public RequestHandler {
   // Client keys: every /v1/* request needs `Authorization: Bearer <key>` of one of them. Null
   // (the default) = auth off, which the config allows only on a loopback listener.
   void use_keys(const KeyStore* keys);
+  // Offline mode (chain/offline_mode.h): plans follow it, /readyz shows it. Null = off.
+  void use_offline_mode(chain::OfflineMode* offline);
 
   awaitable<void> handle(HttpExchange& exchange) override;
   void on_protocol_error(int status) override;
@@ -53,6 +56,7 @@ class GatewayHandler : public RequestHandler {
   router::Router& router_;
   const HttpServer* server_ = nullptr;
   const KeyStore* keys_ = nullptr;
+  chain::OfflineMode* offline_ = nullptr;
   KeyLimits limits_;
   std::unique_ptr<ChatCompletions> chat_;
 };

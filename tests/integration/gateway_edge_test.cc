@@ -171,8 +171,10 @@ TEST_F(GatewayEdgeTest, MiddleBandEdgeAnswerIsServedOnlyWhenTheCloudCheckAgrees)
   ASSERT_EQ(agreed.status, 200) << agreed.body;
   json meta = agreed.json()["hengshi"];
   EXPECT_EQ(meta["route"], "edge") << meta.dump();
-  EXPECT_EQ(meta["reason"], "middle_band_verified");
-  EXPECT_EQ(meta["attempts"], 2);
+  EXPECT_EQ(meta["reason"], "middle_band_verify");
+  EXPECT_EQ(meta["answered_by"], "edge_intent_verified");
+  EXPECT_EQ(meta["level"], 0);
+  EXPECT_EQ(meta["attempts"], 1) << "one edge attempt (its check is part of it)";
   EXPECT_EQ(meta["figures"]["verify_verdict"], "yes");
   EXPECT_GT(meta["cost"].get<double>(), 0.0);  // the check is billed
   EXPECT_EQ(agreed.json()["choices"][0]["message"]["content"], demo_answer("order_status"));
@@ -181,9 +183,12 @@ TEST_F(GatewayEdgeTest, MiddleBandEdgeAnswerIsServedOnlyWhenTheCloudCheckAgrees)
   auto refused = chat(user_message("auto", "我的订单到哪了 [[sim:reply=no]]"));
   ASSERT_EQ(refused.status, 200) << refused.body;
   meta = refused.json()["hengshi"];
-  EXPECT_EQ(meta["route"], "cloud-small") << meta.dump();
-  EXPECT_EQ(meta["reason"], "middle_band_rejected");
-  EXPECT_EQ(meta["fallback_type"], "quality");
+  // The decision stands; the chain walked on: L0 rejected by the check, L2 cloud-small answered.
+  EXPECT_EQ(meta["reason"], "middle_band_verify") << meta.dump();
+  EXPECT_EQ(meta["answered_by"], "cloud-small");
+  EXPECT_EQ(meta["level"], 2);
+  EXPECT_EQ(meta["hops"][0]["outcome"], "rejected");
+  EXPECT_EQ(meta["hops"][1]["outcome"], "ok");
   EXPECT_EQ(meta["attempts"], 2);
   EXPECT_EQ(meta["figures"]["verify_verdict"], "no");
   EXPECT_EQ(sim_requests(*small_), 3);  // the check, then the answer

@@ -25,15 +25,23 @@ class GatewayUpstreamFailureTest : public GatewayFixture {
   }
 };
 
-TEST_F(GatewayUpstreamFailureTest, HangingUpstreamTimesOutWith504WithinTheTtftTimeout) {
+TEST_F(GatewayUpstreamFailureTest, HangingUpstreamTimesOutWith504WithinTheDeadlineAfterRetries) {
+  // Each attempt is cut at the member's 500 ms TTFT limit; the chain retries within the budget
+  // (1,200 ms, less the last resort's reserve) and answers 504 before the deadline.
+  const std::map<std::string, std::string> deadline = {{"X-Hengshi-Deadline-Ms", "1200"}};
   auto started = steady_clock::now();
-  auto result = chat(user_message("cloud-small", "[[sim:hang]]"));
+  auto result = chat(user_message("cloud-small", "[[sim:hang]]"), deadline);
   auto elapsed = steady_clock::now() - started;
   expect_error(result, 504, "upstream_ttft_timeout");
-  EXPECT_LT(elapsed, std::chrono::milliseconds(1400)) << "ttft timeout is 500 ms";
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1200 + 300)) << "the deadline bounds every retry";
+  const auto meta = result.json()["hengshi"];
+  EXPECT_GE(meta["attempts"].get<int>(), 2) << meta.dump();
+  for (const auto& attempt : meta["hops"][0]["attempts"]) EXPECT_EQ(attempt["outcome"], "ttft_timeout");
   // The streaming path has the same bound.
-  auto stream = chat(user_message("cloud-small", "[[sim:hang]]", true));
+  started = steady_clock::now();
+  auto stream = chat(user_message("cloud-small", "[[sim:hang]]", true), deadline);
   EXPECT_EQ(stream.status, 504) << stream.body;
+  EXPECT_LT(steady_clock::now() - started, std::chrono::milliseconds(1200 + 300));
   expect_gateway_alive();
 }
 

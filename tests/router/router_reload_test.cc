@@ -361,10 +361,10 @@ TEST_F(RouterReloadTest, HotReloadUnderConcurrentTraffic) {
         const std::string got_version = decision.figures.value("policy", "");
         const bool ok =
             want != expected.end() && got_version == policy->version &&
-            decision.route == (is_zebra ? want->second.zebra_route : want->second.intent_route);
+            to_string(decision.route) == (is_zebra ? want->second.zebra_route : want->second.intent_route);
         if (!ok && mismatches.fetch_add(1) == 0) {
           std::lock_guard lock(seen_mutex);
-          first_mismatch = policy->version + " → " + decision.route + " " + decision.reason + " " +
+          first_mismatch = policy->version + " → " + std::string(to_string(decision.route)) + " " + std::string(to_string(decision.reason)) + " " +
                            decision.figures.dump();
         }
         decisions.fetch_add(1, std::memory_order_release);

@@ -1,0 +1,46 @@
+// AnswerSource: one thing that can answer a request at a level of the chain — the edge intent
+// engine, the edge LLM, a cloud pool, a canned reply (and, later, the cache). A source
+// *produces* an answer or a typed AttemptError; it never touches the client's socket, so the
+// chain can discard a failed attempt and try the next level invisibly.
+//
+// Thread-safety: answer()/stream() may be called concurrently; each call runs on the request's
+// strand (the CancelToken's).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "chain/attempt.h"
+#include "core/cancel_token.h"
+#include "core/chat_request.h"
+#include "core/deadline.h"
+#include "core/result.h"
+#include "edge/intent_engine.h"
+
+namespace hengshi::chain {
+
+struct SourceRequest {
+  const ChatRequest* request = nullptr;
+  const edge::IntentPrediction* prediction = nullptr;  // the intent engine's, when it ran
+  Deadline deadline;                   // this attempt's (the level's share of the budget)
+  CancelToken cancel;                  // the attempt's: the client leaving or the TTFT limit
+  bool degraded = false;               // L1: context 70%, few-shot off, output halved
+  std::vector<std::string> avoid;      // pool members that failed this request already
+};
+
+class AnswerSource {
+ public:
+  virtual ~AnswerSource() = default;
+  // A complete answer.
+  virtual awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) = 0;
+  // Whether stream() produces pieces; a source that does not is answered whole, also in a stream.
+  virtual bool streams() const { return false; }
+  // Pieces go to `sink` as they are produced (false from the sink stops the source); resolves
+  // with the summary (content empty). Only called when streams() is true.
+  virtual awaitable<Result<Answer, AttemptError>> stream(const SourceRequest& request, PieceSink sink) {
+    (void)sink;
+    co_return co_await answer(request);
+  }
+};
+
+}  // namespace hengshi::chain

@@ -1,0 +1,287 @@
+#include "chain/chain.h"
+
+#include <spdlog/spdlog.h>
+
+#include "chain/backoff.h"
+#include "chain/chain_metrics.h"
+#include "chain/commit_gate.h"
+
+namespace hengshi::chain {
+namespace {
+
+using std::chrono::duration_cast;
+
+std::int64_t ms_since(Clock::time_point start) {
+  return duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+AttemptError deadline_error() {
+  AttemptError error;
+  error.kind = "deadline_exceeded";
+  error.error_class = ErrorClass::next_level;
+  error.api = ApiError::gateway_timeout("deadline_exceeded",
+                                        "no level of the chain answered within the request's deadline "
+                                        "(hengshi.deadline_ms / X-Hengshi-Deadline-Ms)");
+  return error;
+}
+
+AttemptError unavailable_error(Source source) {
+  AttemptError error;
+  error.kind = "unavailable";
+  error.api = ApiError::unavailable("route_unavailable",
+                                    "no configured target could answer (" + std::string(to_string(source)) + ")");
+  return error;
+}
+
+// What one attempt shares with its TTFT timer's handler, which may run after the attempt ended.
+struct AttemptState {
+  CancelToken token;
+  bool first_piece = false;
+  bool ttft_fired = false;
+};
+
+void record_hop(ResponseMeta& meta, HopRecord hop, Clock::time_point started) {
+  hop.ms = ms_since(started);
+  ChainMetrics::count_hop(to_string(hop.level), to_string(hop.source), hop.outcome);
+  meta.hops.push_back(std::move(hop));
+}
+
+}  // namespace
+
+Chain::Chain(const ChainConfig& config, ChainHooks hooks) : config_(config), hooks_(std::move(hooks)) {}
+
+std::optional<Millis> Chain::retry_wait(int retry, std::optional<std::int64_t> retry_after_ms, Millis left) {
+  if (hooks_.retry_wait) return hooks_.retry_wait(retry, retry_after_ms, left);
+  std::lock_guard lock(jitter_mutex_);
+  auto wait = next_retry_wait_ms(config_.retry, retry, retry_after_ms, left.count(), jitter_);
+  if (!wait) return std::nullopt;
+  return Millis(*wait);
+}
+
+awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, const ChainRequest& request,
+                                      ResponseMeta& meta) {
+  ChainResult out;
+  std::optional<AttemptError> last_error;
+  double billed = 0.0;  // what failed attempts cost (a rejected verification is still paid for)
+  bool attempted_any = false;
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep step = plan.steps[i];
+    bool last_before_resort = true;
+    for (std::size_t j = i + 1; j < plan.steps.size(); ++j) {
+      if (plan.steps[j].level != Level::last_resort) last_before_resort = false;
+    }
+    const bool last_step = i + 1 == plan.steps.size();
+    const auto hop_started = Clock::now();
+    HopRecord hop{step.level, step.source, "", 0, {}};
+    AnswerSource* source = request.sources ? request.sources(step.source) : nullptr;
+    if (source == nullptr) {
+      hop.outcome = "skipped_unavailable";
+      if (!last_error) last_error = unavailable_error(step.source);
+      record_hop(meta, std::move(hop), hop_started);
+      continue;
+    }
+    // The last resort answers at once, so it runs even on a spent budget once something was tried
+    // (a clear reply beats a 504); a budget spent before any level could start is a 504.
+    if (budget.spent() && (step.level != Level::last_resort || !attempted_any)) {
+      hop.outcome = "skipped_budget_spent";
+      last_error = deadline_error();
+      record_hop(meta, std::move(hop), hop_started);
+      continue;
+    }
+    const Deadline level_deadline = budget.for_level(step.level, last_before_resort);
+    SourceRequest source_request;
+    source_request.request = request.request;
+    source_request.prediction = request.prediction;
+    source_request.deadline = level_deadline;
+    source_request.degraded = step.level == Level::edge_degraded;
+
+    for (int retry = 0;; ++retry) {
+      attempted_any = true;
+      const auto attempt_started = Clock::now();
+      if (retry > 0) ChainMetrics::count_retry(to_string(step.source));
+      AttemptOutcome outcome =
+          co_await attempt(*source, source_request, step, last_step, budget.deadline(), request, meta);
+      if (!outcome.result && outcome.result.error().kind == "circuit_open") {
+        // Every member's breaker is open: the pool refused without a call. Not an attempt; the
+        // level is skipped at once (no retry: the breakers stay open longer than any backoff).
+        last_error = outcome.result.error();
+        break;
+      }
+      meta.attempts += 1;
+      AttemptRecord record;
+      record.ms = ms_since(attempt_started);
+      if (outcome.result) {
+        Answer& answer = *outcome.result;
+        record.upstream = answer.upstream;
+        hop.attempts.push_back(std::move(record));
+        hop.outcome = "ok";
+        ChainMetrics::count_attempt(to_string(step.source), "ok");
+        record_hop(meta, std::move(hop), hop_started);
+        if (is_cloud(step.source)) {
+          if (hooks_.on_cloud_outcome) hooks_.on_cloud_outcome(nullptr);
+          // Upstream time only: for a stream its first piece (held, so no client write is in it).
+          const auto upstream_time = outcome.committed ? answer.ttft : answer.source_time;
+          if (hooks_.on_cloud_latency) {
+            hooks_.on_cloud_latency(answer.pool, static_cast<double>(upstream_time.count()) / 1000.0);
+          }
+        }
+        answer.cost += billed;
+        meta.level = static_cast<int>(step.level);
+        meta.answered_by = std::string(to_string(step.source));
+        meta.model = answer.model;
+        meta.upstream = answer.upstream;
+        meta.cost = answer.cost;
+        ChainMetrics::count_answer(to_string(step.level));
+        out.answer = std::move(answer);
+        out.streamed = outcome.committed;
+        out.committed = outcome.committed;
+        co_return out;
+      }
+
+      AttemptError error = std::move(outcome.result.error());
+      record.upstream = error.upstream;
+      record.error = error.kind;
+      hop.attempts.push_back(std::move(record));
+      ChainMetrics::count_attempt(to_string(step.source), error.kind);
+      billed += error.cost;
+      if (is_cloud(step.source) && hooks_.on_cloud_outcome && error.error_class != ErrorClass::cancelled) {
+        hooks_.on_cloud_outcome(&error);
+      }
+      const bool stop = outcome.committed || error.error_class == ErrorClass::cancelled ||
+                        error.error_class == ErrorClass::terminal;
+      if (stop) {
+        error.after_first_byte = outcome.committed;
+        hop.outcome = error.kind;
+        record_hop(meta, std::move(hop), hop_started);
+        if (billed > 0.0) meta.cost = billed;
+        ChainMetrics::count_answer("none");
+        out.committed = outcome.committed;
+        out.error = std::move(error);
+        co_return out;
+      }
+      last_error = error;
+      if (error.error_class == ErrorClass::retryable && is_cloud(step.source) && config_.retry.enabled &&
+          !request.client_gone.cancelled()) {
+        const auto wait = retry_wait(retry, error.retry_after_ms, level_deadline.remaining());
+        if (wait) {
+          // The next attempt prefers another member of the pool.
+          if (!error.upstream.empty()) source_request.avoid.push_back(error.upstream);
+          boost::system::error_code ec;
+          asio::steady_timer timer(co_await asio::this_coro::executor);
+          timer.expires_after(*wait);
+          CancelToken client_gone = request.client_gone;  // a handle on the same shared state
+          auto registration = client_gone.on_cancel([&timer] { timer.cancel(); });
+          co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+          if (!request.client_gone.cancelled()) continue;
+        }
+      }
+      break;
+    }
+    if (request.client_gone.cancelled()) {
+      AttemptError gone;
+      gone.kind = "cancelled";
+      gone.error_class = ErrorClass::cancelled;
+      hop.outcome = "cancelled";
+      record_hop(meta, std::move(hop), hop_started);
+      out.error = std::move(gone);
+      co_return out;
+    }
+    hop.outcome = last_error ? last_error->kind : "failed";
+    if (hop.attempts.empty() && last_error && last_error->kind == "circuit_open") hop.outcome = "skipped_circuit_open";
+    record_hop(meta, std::move(hop), hop_started);
+  }
+  if (billed > 0.0) meta.cost = billed;
+  ChainMetrics::count_answer("none");
+  out.error = last_error ? std::move(*last_error) : deadline_error();
+  co_return out;
+}
+
+awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
+                                                bool last_step, Deadline request_deadline,
+                                                const ChainRequest& request, ResponseMeta& meta) {
+  auto state = std::make_shared<AttemptState>();
+  source_request.cancel = state->token;
+  // The client leaving cancels the attempt (the attempt's own token also serves the TTFT limit).
+  CancelToken client_gone = request.client_gone;  // a handle on the same shared state
+  auto client_registration = client_gone.on_cancel([state] { state->token.cancel(); });
+
+  if (request.stream == nullptr || !source.streams()) {
+    auto result = co_await source.answer(source_request);
+    co_return AttemptOutcome{std::move(result), false};
+  }
+
+  // A stream: the attempt may run to the request's deadline once it has started answering, but
+  // must show its first piece by the level's deadline — except on the last step, where waiting
+  // longer beats giving up.
+  SourceRequest stream_request = source_request;
+  stream_request.deadline = request_deadline;
+  asio::steady_timer ttft_timer(co_await asio::this_coro::executor);
+  if (!last_step) {
+    ttft_timer.expires_at(source_request.deadline.at());
+    ttft_timer.async_wait([state](const boost::system::error_code& ec) {
+      if (ec || state->first_piece) return;
+      state->ttft_fired = true;
+      state->token.cancel();
+    });
+  }
+
+  CommitGate gate(config_.commit);
+  std::vector<std::pair<Piece::Kind, std::string>> held;
+  bool committed = false;
+  bool client_ok = true;
+  StreamOut& client = *request.stream;
+  // Opens the client's stream and sends what was held; from here on this source owns the answer.
+  auto commit = [&]() -> awaitable<bool> {
+    committed = true;
+    meta.level = static_cast<int>(step.level);
+    meta.answered_by = std::string(to_string(step.source));
+    if (!co_await client.open(meta)) co_return client_ok = false;
+    for (const auto& [kind, data] : held) {
+      Piece piece{kind, data};
+      if (!co_await client.send(piece, meta)) co_return client_ok = false;
+    }
+    held.clear();
+    co_return true;
+  };
+  PieceSink sink = [&](const Piece& piece) -> awaitable<bool> {
+    state->first_piece = true;
+    if (committed) {
+      client_ok = co_await client.send(piece, meta);
+      co_return client_ok;
+    }
+    held.emplace_back(piece.kind, std::string(piece.data));
+    const std::string text =
+        piece.kind == Piece::Kind::text ? std::string(piece.data) : chunk_content(piece.data);
+    if (config_.commit.tokens > 0 && !gate.add_text(text)) co_return true;
+    co_return co_await commit();
+  };
+
+  auto result = co_await source.stream(stream_request, sink);
+  ttft_timer.cancel();
+  if (result && !committed) {
+    // The whole answer arrived before the commit point (a short one): it goes out now.
+    co_await commit();
+  }
+  if (!client_ok) {
+    AttemptError gone;
+    gone.kind = "cancelled";
+    gone.error_class = ErrorClass::cancelled;
+    co_return AttemptOutcome{std::move(gone), committed};
+  }
+  if (!result) {
+    AttemptError error = result.error();
+    if (state->ttft_fired && !request.client_gone.cancelled() && !committed) {
+      // Our own limit, not the client: the next level starts.
+      error.kind = "ttft_timeout";
+      error.error_class = ErrorClass::next_level;
+      error.cloud_unreachable = true;  // a timeout: counts towards offline mode for a cloud source
+      error.upstream_kind = cloud::UpstreamErrorKind::ttft_timeout;
+      error.api = ApiError::gateway_timeout("ttft_timeout", "no first token within the level's share of the budget");
+    }
+    ChainMetrics::count_stream_failure(committed ? "after_commit" : "before_commit");
+    co_return AttemptOutcome{std::move(error), committed};
+  }
+  co_return AttemptOutcome{std::move(result), committed};
+}
+
+}  // namespace hengshi::chain

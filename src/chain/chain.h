@@ -1,0 +1,96 @@
+// Chain: walks a decision's plan (core/decision.h) level by level within the request's Budget
+// and owns every retry and fallback of the gateway (DESIGN-NOTES "The chain"):
+//   - each level's deadline is its share of the remaining budget (core/budget.h);
+//   - a retryable error is retried at the same level with full-jitter backoff
+//     (chain.retry.backoff_ms; an upstream Retry-After is a floor), preferring another member,
+//     only while the level's budget allows and only before anything reached the client;
+//   - any other failure falls through to the next step; a terminal one (the request is wrong,
+//     load is being shed) or the client leaving stops the walk;
+//   - streams: pieces are held until the commit point (commit_gate.h) so a failed attempt is
+//     replaced invisibly; an attempt with no first piece by its level's deadline is abandoned
+//     (except on the last step); after the commit point the stream ends from the same source.
+// Every level walked and every attempt is recorded in ResponseMeta::hops and counted.
+//
+// Ownership: borrows the config; the request's sources must outlive execute().
+// Thread-safety: execute() is re-entrant; each call runs on its request's strand.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "chain/answer_source.h"
+#include "chain/attempt.h"
+#include "chain/backoff.h"
+#include "core/budget.h"
+#include "core/chain_config.h"
+#include "core/response_meta.h"
+
+namespace hengshi::chain {
+
+// The client side of a stream (the server's response writer). Called at the commit point and
+// for every piece after it; false = the client is gone.
+class StreamOut {
+ public:
+  virtual ~StreamOut() = default;
+  virtual awaitable<bool> open(const ResponseMeta& meta) = 0;
+  virtual awaitable<bool> send(const Piece& piece, const ResponseMeta& meta) = 0;
+};
+
+// Which source answers for a plan step (null: not available on this gateway).
+using SourceLookup = std::function<AnswerSource*(Source source)>;
+
+struct ChainHooks {
+  // A cloud attempt ended: null = it answered; else its error (offline mode counts these).
+  std::function<void(const AttemptError* error)> on_cloud_outcome;
+  // A cloud answer arrived: its pool and upstream latency in ms (the router's P90 windows).
+  std::function<void(const std::string& pool, double latency_ms)> on_cloud_latency;
+  // The wait before retry `retry` (0-based) at a level, or nullopt for no retry: given the
+  // upstream's Retry-After and the time left in the level. Default: chain.retry with full jitter.
+  std::function<std::optional<Millis>(int retry, std::optional<std::int64_t> retry_after_ms, Millis left)>
+      retry_wait;
+};
+
+struct ChainResult {
+  std::optional<Answer> answer;       // the answer, when a level gave one
+  std::optional<AttemptError> error;  // else the final error (what the client gets)
+  bool streamed = false;              // the answer's pieces went out through StreamOut
+  bool committed = false;             // StreamOut was opened (headers sent)
+};
+
+struct ChainRequest {
+  const ChatRequest* request = nullptr;
+  const edge::IntentPrediction* prediction = nullptr;
+  CancelToken client_gone;
+  StreamOut* stream = nullptr;  // null: a JSON answer
+  SourceLookup sources;         // which source answers each plan step, for this request
+};
+
+class Chain {
+ public:
+  explicit Chain(const ChainConfig& config, ChainHooks hooks = {});
+
+  // Walks `plan` (non-empty) within `budget`; fills meta.level / attempts / hops / model /
+  // upstream / cost. Never throws for an upstream or engine failure.
+  awaitable<ChainResult> execute(const Plan& plan, const Budget& budget, const ChainRequest& request,
+                                 ResponseMeta& meta);
+
+ private:
+  struct AttemptOutcome {
+    Result<Answer, AttemptError> result;
+    bool committed = false;
+  };
+  awaitable<AttemptOutcome> attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
+                                    bool last_step, Deadline request_deadline, const ChainRequest& request,
+                                    ResponseMeta& meta);
+  std::optional<Millis> retry_wait(int retry, std::optional<std::int64_t> retry_after_ms, Millis left);
+
+  const ChainConfig& config_;
+  ChainHooks hooks_;
+  std::mutex jitter_mutex_;
+  Jitter jitter_ = Jitter::from_entropy();
+};
+
+}  // namespace hengshi::chain

@@ -1,0 +1,73 @@
+// The answer sources of the chain (answer_source.h), one per kind of answerer:
+//   EdgeIntentSource  the intent engine's canned answer (already predicted: microseconds);
+//                     with a judge pool, served only when cloud-small confirms it (middle band)
+//   EdgeLlmSource     the embedded LLM on its worker pool; degraded at L1
+//   CloudSource       one cloud pool (member choice, breakers and bulkhead live in the pool)
+//   CannedSource      a configured reply: human hand-off, PII safe reply, last resort
+// Ownership: each borrows its engine / pool, which must outlive it. Thread-safety: as AnswerSource.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "chain/answer_source.h"
+#include "cloud/cloud_pool.h"
+#include "edge/intent_engine.h"
+#include "edge/llm_engine.h"
+
+namespace hengshi::chain {
+
+// What `usage` cost on `upstream` of `pool`, at the member's configured prices.
+double cost_of(const cloud::CloudPool& pool, const std::string& upstream, std::int64_t prompt_tokens,
+               std::int64_t completion_tokens);
+
+class EdgeIntentSource : public AnswerSource {
+ public:
+  // `judge`: the pool asked to confirm the answer (null: served as is).
+  EdgeIntentSource(std::string model_id, cloud::CloudPool* judge) : model_id_(std::move(model_id)), judge_(judge) {}
+  awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) override;
+
+ private:
+  std::string model_id_;
+  cloud::CloudPool* judge_;
+};
+
+class EdgeLlmSource : public AnswerSource {
+ public:
+  explicit EdgeLlmSource(edge::LlmEngine& engine, std::string model_id)
+      : engine_(engine), model_id_(std::move(model_id)) {}
+  awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) override;
+  bool streams() const override { return true; }
+  awaitable<Result<Answer, AttemptError>> stream(const SourceRequest& request, PieceSink sink) override;
+
+ private:
+  awaitable<Result<Answer, AttemptError>> generate(const SourceRequest& request, edge::PieceSink sink);
+  edge::LlmEngine& engine_;
+  std::string model_id_;
+};
+
+class CloudSource : public AnswerSource {
+ public:
+  explicit CloudSource(cloud::CloudPool& pool) : pool_(pool) {}
+  awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) override;
+  bool streams() const override { return true; }
+  awaitable<Result<Answer, AttemptError>> stream(const SourceRequest& request, PieceSink sink) override;
+
+ private:
+  cloud::CloudPool& pool_;
+};
+
+class CannedSource : public AnswerSource {
+ public:
+  CannedSource(std::string model, std::string text) : model_(std::move(model)), text_(std::move(text)) {}
+  awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) override;
+
+ private:
+  std::string model_;
+  std::string text_;
+};
+
+// The judge's verdict: its answer starts with "yes" (any case) or 是, past quotes and spaces.
+bool says_yes(std::string_view text);
+
+}  // namespace hengshi::chain

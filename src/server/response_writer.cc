@@ -1,0 +1,143 @@
+#include "server/response_writer.h"
+
+#include "core/json_text.h"
+#include "server/openai_format.h"
+#include "server/sse.h"
+
+namespace hengshi::server {
+namespace {
+
+using nlohmann::json;
+
+template <typename Message>
+void set_meta_headers(Message& message, const ResponseMeta& meta) {
+  message.set("X-Hengshi-Request-Id", meta.request_id);
+  message.set("X-Hengshi-Route", std::string(to_string(meta.decision.route)));
+  message.set("X-Hengshi-Reason", std::string(to_string(meta.decision.reason)));
+  message.set("X-Hengshi-Level", std::to_string(meta.level));
+  message.set("X-Hengshi-Cache", meta.cache);
+  if (meta.offline) message.set("X-Hengshi-Offline", "true");
+}
+
+}  // namespace
+
+std::string retry_after_seconds(std::int64_t retry_after_ms) {
+  return std::to_string(std::max<std::int64_t>(1, (retry_after_ms + 999) / 1000));
+}
+
+awaitable<bool> ResponseWriter::write_event(const json& event) {
+  std::string text = sse_event(dump_text(event));
+  co_return co_await exchange_.write_chunk(text);
+}
+
+awaitable<bool> ResponseWriter::open(const ResponseMeta& meta) {
+  if (opened_) co_return true;
+  opened_ = true;
+  http::response<http::empty_body> head{http::status::ok, exchange_.request().version()};
+  set_meta_headers(head, meta);
+  co_return co_await exchange_.start_stream(std::move(head));
+}
+
+awaitable<bool> ResponseWriter::send_role_once(const ResponseMeta& meta) {
+  if (role_sent_) co_return true;
+  role_sent_ = true;
+  // Built outside the co_await (GCC 12 rejects array temporaries inside a co_await expression).
+  json delta = {{"role", "assistant"}, {"content", ""}};
+  json chunk = completion_chunk(meta.request_id, meta.model, std::move(delta), "");
+  co_return co_await write_event(chunk);
+}
+
+awaitable<bool> ResponseWriter::send(const chain::Piece& piece, const ResponseMeta& meta) {
+  if (piece.kind == chain::Piece::Kind::upstream_chunk) {
+    // Passed through as the upstream wrote it (it carries its own role and finish chunks).
+    role_sent_ = true;
+    std::string event = sse_event(piece.data);
+    co_return co_await exchange_.write_chunk(event);
+  }
+  if (!co_await send_role_once(meta)) co_return false;
+  json delta = {{"content", std::string(piece.data)}};
+  json chunk = completion_chunk(meta.request_id, meta.model, std::move(delta), "");
+  co_return co_await write_event(chunk);
+}
+
+awaitable<bool> ResponseWriter::finish_stream(const ResponseMeta& meta, const chain::Answer& answer) {
+  const TokenUsage tokens{answer.usage.prompt, answer.usage.completion};
+  if (!answer.pieces_carry_finish) {
+    if (!co_await send_role_once(meta)) co_return false;
+    if (!answer.content.empty()) {
+      // Text the source produced after its pieces (e.g. the offline notice).
+      json delta = {{"content", answer.content}};
+      json chunk = completion_chunk(meta.request_id, meta.model, std::move(delta), "");
+      if (!co_await write_event(chunk)) co_return false;
+    }
+    json finish = completion_chunk(meta.request_id, meta.model, json::object(), answer.finish_reason);
+    if (!co_await write_event(finish)) co_return false;
+    if (request_.include_usage) {
+      json usage = usage_chunk(meta.request_id, meta.model, tokens);
+      if (!co_await write_event(usage)) co_return false;
+    }
+  }
+  // The metadata travels in a final chunk with no choices, the shape OpenAI uses for usage.
+  json final_chunk = {{"id", meta.request_id},
+                      {"object", "chat.completion.chunk"},
+                      {"created", unix_seconds_now()},
+                      {"model", meta.model},
+                      {"choices", json::array()},
+                      {"hengshi", client_meta(meta)}};
+  if (!co_await write_event(final_chunk)) co_return false;
+  if (!co_await exchange_.write_chunk(kSseDone)) co_return false;
+  co_return co_await exchange_.finish_stream();
+}
+
+awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, const chain::Answer& answer) {
+  const TokenUsage tokens{answer.usage.prompt, answer.usage.completion};
+  if (!request_.stream) {
+    Response response{http::status::ok, exchange_.request().version()};
+    response.set(http::field::content_type, "application/json");
+    set_meta_headers(response, meta);
+    response.set("X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
+    json body = answer.upstream_body.is_object()
+                    ? answer.upstream_body
+                    : completion_object(meta.request_id, meta.model, answer.content, answer.finish_reason, tokens);
+    body["hengshi"] = client_meta(meta);
+    response.body() = dump_text(body);
+    co_return co_await exchange_.send(std::move(response));
+  }
+  if (!co_await open(meta)) co_return false;
+  // Same event sequence as OpenAI: role, content, finish_reason, [usage], then our metadata.
+  chain::Answer whole = answer;
+  if (!co_await send_role_once(meta)) co_return false;
+  json delta = {{"content", answer.content}};
+  json chunk = completion_chunk(meta.request_id, meta.model, std::move(delta), "");
+  if (!co_await write_event(chunk)) co_return false;
+  whole.content.clear();
+  whole.pieces_carry_finish = false;
+  co_return co_await finish_stream(meta, whole);
+}
+
+awaitable<void> ResponseWriter::write_error(const ApiError& error, const ResponseMeta* meta,
+                                            std::optional<std::int64_t> retry_after_ms) {
+  if (opened_) {
+    // Headers are gone: report the failure in-band as an error event, then end the stream.
+    json event = error.to_json();
+    if (meta) event["hengshi"] = client_meta(*meta);
+    co_await write_event(event);
+    co_await exchange_.finish_stream();
+    exchange_.force_close();
+    co_return;
+  }
+  Response response{static_cast<http::status>(error.status), exchange_.request().version()};
+  response.set(http::field::content_type, "application/json");
+  json body = error.to_json();
+  if (meta) {
+    set_meta_headers(response, *meta);
+    body["hengshi"] = client_meta(*meta);
+  }
+  if (error.status == 429 || (error.status == 503 && retry_after_ms)) {
+    response.set(http::field::retry_after, retry_after_seconds(retry_after_ms.value_or(1000)));
+  }
+  response.body() = dump_text(body);
+  co_await exchange_.send(std::move(response));
+}
+
+}  // namespace hengshi::server
