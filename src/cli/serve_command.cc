@@ -108,6 +108,7 @@ int run_serve(const ServeOptions& options) {
   if (options.threads >= 0) config.server.threads = options.threads;
   if (options.intent_model) config.edge.intent_model = *options.intent_model;
   if (options.llm_model) config.edge.llm.model_path = *options.llm_model;
+  if (options.edge_required) config.edge.required = true;
   if (auto valid = validate_config(config); !valid) {
     spdlog::error("refusing to start: {}", valid.error().message);
     return 2;
@@ -135,12 +136,18 @@ int run_serve(const ServeOptions& options) {
     return 2;
   }
 
-  // The edge loads before the port opens: a gateway that cannot load a configured model refuses
-  // to start instead of quietly sending everything to the cloud.
+  // The edge loads before the port opens. A configured model that cannot load leaves the gateway
+  // cloud-only — loudly: logged, counted and in /readyz — or, with edge.required, stops it.
   auto edge = edge::load_edge_engines(config.edge);
+  std::string edge_failure;
   if (!edge) {
-    spdlog::error("refusing to start: {}: {}", config.source, edge.error().message);
-    return 2;
+    if (config.edge.required) {
+      spdlog::error("refusing to start: {}: {} (edge.required)", config.source, edge.error().message);
+      return 2;
+    }
+    edge_failure = edge.error().message;
+    spdlog::error("edge unavailable, serving from the cloud only: {}: {}", config.source, edge_failure);
+    edge = edge::EdgeEngines{};
   }
   if (edge->intent) {
     spdlog::info("edge intent model: {} ({} intents) from {}", edge->intent->model_version(),
@@ -189,7 +196,11 @@ int run_serve(const ServeOptions& options) {
   // Offline mode: consecutive cloud connect failures switch plans to the edge; a background probe
   // switches back when a member answers again.
   chain::OfflineMode offline(config.chain.offline);
-  if (!edge->intent && !edge->llm) offline.set_edge_available(false, "no edge engine configured");
+  if (!edge_failure.empty()) {
+    offline.set_edge_available(false, "failed to load: " + edge_failure);
+  } else if (!edge->intent && !edge->llm) {
+    offline.set_edge_available(false, "no edge engine configured");
+  }
   server::GatewayHandler handler(config, pools_by_name, *edge, **router, **request_log);
   server::HttpServer http_server(io, config.server, handler);
   handler.attach(&http_server);
@@ -286,6 +297,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   serve->add_option("--intent-model", options->intent_model,
                     "intent model directory from `hengshi train` (overrides edge.intent_model)");
   serve->add_option("--llm-model", options->llm_model, "GGUF file (overrides edge.llm.model_path)");
+  serve->add_flag("--edge-required", options->edge_required,
+                  "refuse to start when a configured edge model cannot load (sets edge.required)");
   serve->callback([options, &exit_code] { exit_code = run_serve(*options); });
 }
 

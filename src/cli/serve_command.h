@@ -16,6 +16,7 @@ struct ServeOptions {
   int threads = -1;    // overrides server.threads when >= 0
   std::optional<std::string> intent_model;  // overrides edge.intent_model ("" turns it off)
   std::optional<std::string> llm_model;     // overrides edge.llm.model_path
+  bool edge_required = false;               // sets edge.required
 };
 
 void add_serve_command(CLI::App& app, int& exit_code);

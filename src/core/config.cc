@@ -208,8 +208,9 @@ void apply(const YAML::Node& root, Config& config) {
   reject_unknown(root, "", {"server", "routing", "pools", "log", "edge", "cloud", "chain"});
   if (const YAML::Node chain = root["chain"]) parse_chain(chain, config.chain);
   if (const YAML::Node edge = root["edge"]) {
-    reject_unknown(edge, "edge", {"intent_model", "llm"});
+    reject_unknown(edge, "edge", {"intent_model", "required", "llm"});
     read(edge, "edge", "intent_model", config.edge.intent_model);
+    read(edge, "edge", "required", config.edge.required);
     if (const YAML::Node llm = edge["llm"]) {
       reject_unknown(llm, "edge.llm",
                      {"model_path", "threads", "context_tokens", "max_tokens", "workers", "max_queue",

@@ -88,8 +88,8 @@ struct RoutingConfig {
 };
 
 // The edge engines (src/edge/). Paths are relative to the working directory. Either may be off
-// (""): a request the router sends to an engine that is off gets 503 edge_unavailable. An engine
-// that is configured but cannot load stops the server from starting.
+// (""): a request pinned to an engine that is off gets 503 edge_unavailable. An engine that is
+// configured but cannot load leaves the gateway cloud-only, or stops it with edge.required.
 struct EdgeLlmConfig {
   std::string model_path;         // a GGUF file; "" = no edge LLM
   int threads = 1;                // compute threads per generation (1 is best on small boxes)
@@ -103,6 +103,9 @@ struct EdgeLlmConfig {
 
 struct EdgeConfig {
   std::string intent_model;       // a model directory written by `hengshi train`; "" = off
+  // A configured engine that cannot load: false = start without the edge and send everything to
+  // the cloud (logged, counted, in /readyz); true = refuse to start.
+  bool required = false;
   EdgeLlmConfig llm;
 };
 

@@ -253,7 +253,23 @@ void expect_refuses_to_start(const std::vector<std::string>& args, const std::st
 }
 
 TEST_F(GatewayEdgeTest, RefusesToStartWithAMissingIntentModel) {
-  expect_refuses_to_start({"--intent-model", "/nonexistent/model-dir"}, "edge.intent_model");
+  expect_refuses_to_start({"--edge-required", "--intent-model", "/nonexistent/model-dir"}, "edge.intent_model");
+}
+
+TEST_F(GatewayEdgeTest, AMissingModelLeavesTheGatewayCloudOnlyAndSaysSo) {
+  GatewayOptions options;
+  options.extra_yaml = "edge:\n  intent_model: /nonexistent/model-dir\n";
+  start(options);
+  auto ready = get("/readyz");
+  ASSERT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(ready.json()["chain"]["edge_available"], false) << ready.body;
+  EXPECT_NE(ready.json()["chain"]["edge_reason"].get<std::string>().find("edge.intent_model"), std::string::npos);
+  auto reply = chat(user_message("auto", "我的订单到哪了"));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.json()["hengshi"]["answered_by"], "cloud-small");
+  EXPECT_EQ(reply.json()["hengshi"]["reason"], "default_pool");
+  EXPECT_NE(gateway_->output().find("edge unavailable, serving from the cloud only"), std::string::npos);
+  EXPECT_NE(admin_get("/metrics").body.find("hengshi_edge_available 0"), std::string::npos);
 }
 
 TEST_F(GatewayEdgeTest, RefusesToStartWithACorruptIntentModel) {
@@ -263,7 +279,7 @@ TEST_F(GatewayEdgeTest, RefusesToStartWithACorruptIntentModel) {
     auto name = entry.path().filename().string();
     if (name.rfind("model.", 0) == 0) fs::resize_file(entry.path(), fs::file_size(entry.path()) / 2);
   }
-  expect_refuses_to_start({"--intent-model", copy}, "model");
+  expect_refuses_to_start({"--edge-required", "--intent-model", copy}, "model");
   fs::remove_all(copy);
 }
 
@@ -352,7 +368,7 @@ TEST(GatewayEdgeLlmStart, RefusesAnUnsupportedArchitecture) {
   std::string path = temp_path("bogus-arch.gguf");
   auto made = ChildProcess::run({binary_path("src/cli/hengshi"), "make-test-model", "--arch", "bogus", "--out", path});
   ASSERT_EQ(made.exit_code, 0) << made.output;
-  expect_refuses_to_start({"--llm-model", path}, "edge.llm.model_path");
+  expect_refuses_to_start({"--edge-required", "--llm-model", path}, "edge.llm.model_path");
   std::remove(path.c_str());
 }
 #endif
