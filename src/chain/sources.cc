@@ -197,6 +197,7 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequ
   generation.seed = static_cast<std::uint64_t>(chat.seed.value_or(0));
   generation.deadline = request.deadline;
 
+  const bool streamed = static_cast<bool>(sink);
   const auto started = Clock::now();
   auto result = co_await engine_.generate(std::move(generation), std::move(sink), request.cancel);
   if (!result) co_return llm_error(result.error());
@@ -205,7 +206,7 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequ
   }
   const edge::Generation& generated = *result;
   Answer answer;
-  answer.content = generated.text;
+  answer.content = streamed ? std::string() : generated.text;  // a stream's text went out as pieces
   // A deadline cut is a truncated answer, which OpenAI clients know as "length".
   answer.finish_reason = generated.finish_reason == edge::FinishReason::stop ? "stop" : "length";
   answer.usage = {generated.prompt_tokens, generated.completion_tokens};

@@ -362,6 +362,19 @@ TEST_F(GatewayEdgeLlmTest, StreamsPiecesThenMetadata) {
   }
   EXPECT_TRUE(finish == "stop" || finish == "length") << reply.body;
   EXPECT_NE(reply.body.find("data: [DONE]"), std::string::npos);
+  // The pieces are the answer, each exactly once: greedy decoding gives the same text as JSON.
+  std::string streamed;
+  for (const auto& event : events) {
+    for (const auto& choice : event.value("choices", json::array())) {
+      if (choice.contains("delta") && choice["delta"].value("content", json()).is_string()) {
+        streamed += choice["delta"]["content"].get<std::string>();
+      }
+    }
+  }
+  request["stream"] = false;
+  auto whole = chat(request.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_EQ(streamed, whole.json()["choices"][0]["message"]["content"].get<std::string>());
 }
 
 TEST(GatewayEdgeLlmStart, RefusesAnUnsupportedArchitecture) {
