@@ -225,19 +225,25 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequ
 
 // ---- cloud ----
 
+Answer CloudSource::answered(const std::string& model, const std::string& upstream, const cloud::Usage& usage,
+                             std::chrono::microseconds latency) const {
+  Answer answer;
+  answer.model = model;
+  answer.upstream = upstream;
+  answer.pool = pool_.name();
+  answer.usage = {usage.prompt_tokens, usage.completion_tokens};
+  answer.cost = cost_of(pool_, upstream, usage.prompt_tokens, usage.completion_tokens);
+  answer.source_time = latency;
+  return answer;
+}
+
 awaitable<Result<Answer, AttemptError>> CloudSource::answer(const SourceRequest& request) {
   cloud::CallOptions options;
   options.avoid = request.avoid;
   auto reply = co_await pool_.complete(request.request->body, request.deadline, request.cancel, options);
   if (!reply) co_return from_upstream(reply.error());
-  Answer answer;
+  Answer answer = answered(reply->model, reply->upstream, reply->usage, reply->latency);
   answer.upstream_body = std::move(reply->body);
-  answer.model = reply->model;
-  answer.upstream = reply->upstream;
-  answer.pool = pool_.name();
-  answer.usage = {reply->usage.prompt_tokens, reply->usage.completion_tokens};
-  answer.cost = cost_of(pool_, reply->upstream, reply->usage.prompt_tokens, reply->usage.completion_tokens);
-  answer.source_time = reply->latency;
   answer.ttft = reply->latency;
   co_return answer;
 }
@@ -252,14 +258,8 @@ awaitable<Result<Answer, AttemptError>> CloudSource::stream(const SourceRequest&
   auto summary = co_await pool_.stream(request.request->body, request.deadline, request.cancel, std::move(chunks),
                                        options);
   if (!summary) co_return from_upstream(summary.error());
-  Answer answer;
+  Answer answer = answered(summary->model, summary->upstream, summary->usage, summary->latency);
   answer.pieces_carry_finish = true;
-  answer.model = summary->model;
-  answer.upstream = summary->upstream;
-  answer.pool = pool_.name();
-  answer.usage = {summary->usage.prompt_tokens, summary->usage.completion_tokens};
-  answer.cost = cost_of(pool_, summary->upstream, summary->usage.prompt_tokens, summary->usage.completion_tokens);
-  answer.source_time = summary->latency;
   answer.ttft = summary->ttft;
   co_return answer;
 }

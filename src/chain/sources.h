@@ -54,6 +54,9 @@ class CloudSource : public AnswerSource {
   awaitable<Result<Answer, AttemptError>> stream(const SourceRequest& request, PieceSink sink) override;
 
  private:
+  // What a successful call answered, priced at its member's rates.
+  Answer answered(const std::string& model, const std::string& upstream, const cloud::Usage& usage,
+                  std::chrono::microseconds latency) const;
   cloud::CloudPool& pool_;
 };
 

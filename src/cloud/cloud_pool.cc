@@ -216,10 +216,8 @@ CloudPool::Choice CloudPool::choose(const CallOptions& options) {
   return {-1, {}, overloaded_error()};
 }
 
-awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const nlohmann::json& request,
-                                                                    Deadline deadline,
-                                                                    CancelToken cancel,
-                                                                    CallOptions options) {
+awaitable<Result<CloudPool::Lease, UpstreamError>> CloudPool::admit(Deadline deadline, CancelToken& cancel,
+                                                                    const CallOptions& options) {
   // Every member open: refused before queueing, so a dead pool costs its callers nothing.
   if (auto open = circuit_open_error(Clock::now())) co_return std::move(*open);
   auto permit = co_await bulkhead_->acquire(deadline, cancel);
@@ -227,8 +225,17 @@ awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const nlohma
   if (deadline.passed()) co_return deadline_passed_error();
   Choice choice = choose(options);
   if (choice.index < 0) co_return std::move(*choice.error);
-  UpstreamClient& member = *members_[static_cast<std::size_t>(choice.index)];
-  Attempt attempt(member, *breakers_[static_cast<std::size_t>(choice.index)], choice.admission);
+  co_return Lease{std::move(*permit), static_cast<std::size_t>(choice.index), choice.admission};
+}
+
+awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const nlohmann::json& request,
+                                                                    Deadline deadline,
+                                                                    CancelToken cancel,
+                                                                    CallOptions options) {
+  auto lease = co_await admit(deadline, cancel, options);
+  if (!lease) co_return lease.error();
+  UpstreamClient& member = *members_[lease->member];
+  Attempt attempt(member, *breakers_[lease->member], lease->admission);
   auto result = co_await member.complete(request, deadline, std::move(cancel));
   if (result) {
     attempt.succeeded();
@@ -243,14 +250,10 @@ awaitable<Result<StreamSummary, UpstreamError>> CloudPool::stream(const nlohmann
                                                                   CancelToken cancel,
                                                                   ChunkSink sink,
                                                                   CallOptions options) {
-  if (auto open = circuit_open_error(Clock::now())) co_return std::move(*open);
-  auto permit = co_await bulkhead_->acquire(deadline, cancel);
-  if (!permit) co_return permit.error();
-  if (deadline.passed()) co_return deadline_passed_error();
-  Choice choice = choose(options);
-  if (choice.index < 0) co_return std::move(*choice.error);
-  UpstreamClient& member = *members_[static_cast<std::size_t>(choice.index)];
-  Attempt attempt(member, *breakers_[static_cast<std::size_t>(choice.index)], choice.admission);
+  auto lease = co_await admit(deadline, cancel, options);
+  if (!lease) co_return lease.error();
+  UpstreamClient& member = *members_[lease->member];
+  Attempt attempt(member, *breakers_[lease->member], lease->admission);
   auto result = co_await member.stream(request, deadline, std::move(cancel), std::move(sink));
   if (result) {
     attempt.succeeded();

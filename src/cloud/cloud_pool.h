@@ -94,7 +94,16 @@ class CloudPool {
     std::optional<UpstreamError> error;
   };
 
+  // A call's admission: a bulkhead permit and an admitted member (held for the whole call).
+  struct Lease {
+    Bulkhead::Permit permit;
+    std::size_t member = 0;
+    Admission admission;
+  };
+
   explicit CloudPool(PoolConfig config) : config_(std::move(config)) {}
+  // Every call's way in: the all-open check, the bulkhead, the deadline, the member choice.
+  awaitable<Result<Lease, UpstreamError>> admit(Deadline deadline, CancelToken& cancel, const CallOptions& options);
   Choice choose(const CallOptions& options);
   std::optional<UpstreamError> circuit_open_error(Clock::time_point now);
   UpstreamError overloaded_error() const;

@@ -31,18 +31,6 @@ class GatewayChainTest : public GatewayFixture {
   static std::string content_of(const HttpResult& result) {
     return result.json()["choices"][0]["message"]["content"].get<std::string>();
   }
-  // The SSE events of a streamed body, as JSON (the [DONE] line dropped).
-  static std::vector<json> events_of(const std::string& body) {
-    std::vector<json> events;
-    std::size_t at = 0;
-    while ((at = body.find("data: ", at)) != std::string::npos) {
-      const std::size_t end = body.find("\n\n", at);
-      const std::string payload = body.substr(at + 6, end - at - 6);
-      if (payload != "[DONE]") events.push_back(json::parse(payload, nullptr, false));
-      at = end;
-    }
-    return events;
-  }
 };
 
 TEST_F(GatewayChainTest, AnUpstreamThatIsDownFallsThroughToTheNextPool) {
@@ -84,7 +72,7 @@ TEST_F(GatewayChainTest, ASlowFirstTokenPastTheLevelsShareMovesOnWithinTheDeadli
   // The same for a stream: the attempt with no first piece by the level's deadline is abandoned.
   auto stream = timed_chat(user_message("auto", "hello", true), 2000, &elapsed);
   ASSERT_EQ(stream.status, 200) << stream.body;
-  auto events = events_of(stream.body);
+  auto events = stream.sse_events();
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back()["hengshi"]["level"], 3) << stream.body;
   EXPECT_EQ(events.back()["hengshi"]["hops"][0]["outcome"], "ttft_timeout");
@@ -136,7 +124,7 @@ TEST_F(GatewayChainTest, AStreamBrokenBeforeItsCommitPointIsReplacedInvisibly) {
   set_profile(*small_, {{"disconnect_rate", 1.0}, {"disconnect_after_chunks", 2}});
   auto stream = chat(user_message("auto", "tell me something", true), {{"X-Hengshi-Deadline-Ms", "5000"}});
   ASSERT_EQ(stream.status, 200) << stream.body;
-  auto events = events_of(stream.body);
+  auto events = stream.sse_events();
   ASSERT_FALSE(events.empty());
   for (const auto& event : events) {
     EXPECT_FALSE(event.contains("error")) << stream.body;
@@ -155,7 +143,7 @@ TEST_F(GatewayChainTest, AStreamBrokenAfterItsCommitPointEndsWithAnErrorNeverASp
   set_profile(*small_, {{"disconnect_rate", 1.0}, {"disconnect_after_chunks", 4}});
   auto stream = chat(user_message("auto", "tell me something", true), {{"X-Hengshi-Deadline-Ms", "5000"}});
   ASSERT_EQ(stream.status, 200) << stream.body;
-  auto events = events_of(stream.body);
+  auto events = stream.sse_events();
   ASSERT_FALSE(events.empty());
   EXPECT_TRUE(events.back().contains("error")) << stream.body;
   EXPECT_TRUE(events.back()["hengshi"]["hops"][0]["attempts"].size() == 1u) << "no retry after the commit point";

@@ -14,15 +14,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The JSON payloads of an SSE reply ([DONE] excluded).
-std::vector<json> sse_payloads(const HttpResult& reply) {
-  std::vector<json> events;
-  for (const auto& payload : reply.sse_data()) {
-    if (payload != "[DONE]") events.push_back(json::parse(payload));
-  }
-  return events;
-}
-
 std::string content_of(const std::vector<json>& events) {
   std::string text;
   for (const auto& event : events) {
@@ -125,7 +116,7 @@ TEST_F(GatewayEdgeTest, IntentAnswerAsStream) {
   auto reply = chat(request.dump());
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_NE(reply.header("content-type").find("text/event-stream"), std::string::npos);
-  auto events = sse_payloads(reply);
+  auto events = reply.sse_events();
   ASSERT_GE(events.size(), 4u) << reply.body;
   EXPECT_EQ(content_of(events), demo_answer("refund_request"));
   EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
@@ -349,7 +340,7 @@ TEST_F(GatewayEdgeLlmTest, StreamsPiecesThenMetadata) {
   request["max_tokens"] = 12;
   auto reply = chat(request.dump());
   ASSERT_EQ(reply.status, 200) << reply.body;
-  auto events = sse_payloads(reply);
+  auto events = reply.sse_events();
   ASSERT_GE(events.size(), 3u) << reply.body;
   const json& meta = events.back()["hengshi"];
   EXPECT_EQ(meta["route"], "edge");
@@ -363,14 +354,7 @@ TEST_F(GatewayEdgeLlmTest, StreamsPiecesThenMetadata) {
   EXPECT_TRUE(finish == "stop" || finish == "length") << reply.body;
   EXPECT_NE(reply.body.find("data: [DONE]"), std::string::npos);
   // The pieces are the answer, each exactly once: greedy decoding gives the same text as JSON.
-  std::string streamed;
-  for (const auto& event : events) {
-    for (const auto& choice : event.value("choices", json::array())) {
-      if (choice.contains("delta") && choice["delta"].value("content", json()).is_string()) {
-        streamed += choice["delta"]["content"].get<std::string>();
-      }
-    }
-  }
+  const std::string streamed = content_of(events);
   request["stream"] = false;
   auto whole = chat(request.dump());
   ASSERT_EQ(whole.status, 200) << whole.body;

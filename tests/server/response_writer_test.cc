@@ -82,18 +82,6 @@ class ResponseWriterTest : public ::testing::Test {
   testing::HttpResult get(const std::string& target) {
     return http_call("127.0.0.1", port_, HttpRequest{"GET", target, "", "", {}});
   }
-  static std::vector<json> events_of(const std::string& body) {
-    std::vector<json> events;
-    std::size_t at = 0;
-    while ((at = body.find("data: ", at)) != std::string::npos) {
-      const std::size_t end = body.find("\n\n", at);
-      const std::string payload = body.substr(at + 6, end - at - 6);
-      events.push_back(payload == "[DONE]" ? json("[DONE]") : json::parse(payload));
-      at = end;
-    }
-    return events;
-  }
-
   ServerConfig config_;
   WriterHandler handler_;
   asio::io_context io_;
@@ -119,20 +107,20 @@ TEST_F(ResponseWriterTest, AWholeAnswerAsJsonCarriesTheMetadataAndHeaders) {
 TEST_F(ResponseWriterTest, AWholeAnswerAsSseFollowsOpenAisEventOrder) {
   auto result = get("/answer-stream-usage");
   ASSERT_EQ(result.status, 200);
-  auto events = events_of(result.body);
-  ASSERT_EQ(events.size(), 6u) << result.body;  // role, content, finish, usage, metadata, [DONE]
+  auto events = result.sse_events();
+  ASSERT_EQ(events.size(), 5u) << result.body;  // role, content, finish, usage, metadata; [DONE]
   EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(events[1]["choices"][0]["delta"]["content"], "hello");
   EXPECT_EQ(events[2]["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(events[3]["usage"]["completion_tokens"], 2);
   EXPECT_EQ(events[4]["hengshi"]["request_id"], "hs-test-1");
-  EXPECT_EQ(events[5], "[DONE]");
+  EXPECT_EQ(result.sse_data().back(), "[DONE]");
 }
 
 TEST_F(ResponseWriterTest, PiecesSentAfterTheCommitPointGetOneRoleChunkAndTheEnd) {
   auto result = get("/pieces-stream");
-  auto events = events_of(result.body);
-  ASSERT_EQ(events.size(), 6u) << result.body;  // role, he, llo, finish, metadata, [DONE]
+  auto events = result.sse_events();
+  ASSERT_EQ(events.size(), 5u) << result.body;  // role, he, llo, finish, metadata
   EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(events[1]["choices"][0]["delta"]["content"], "he");
   EXPECT_EQ(events[2]["choices"][0]["delta"]["content"], "llo");
@@ -154,7 +142,7 @@ TEST_F(ResponseWriterTest, A429CarriesRetryAfterInWholeSecondsRoundedUp) {
 TEST_F(ResponseWriterTest, AnErrorAfterTheStreamStartedIsAnErrorEvent) {
   auto result = get("/error-mid-stream");
   EXPECT_EQ(result.status, 200);
-  auto events = events_of(result.body);
+  auto events = result.sse_events();
   ASSERT_FALSE(events.empty()) << result.body;
   EXPECT_EQ(events.back()["error"]["code"], "upstream_closed_early");
   EXPECT_EQ(events.back()["hengshi"]["level"], 3);

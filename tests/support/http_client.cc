@@ -7,6 +7,14 @@
 
 namespace hengshi::testing {
 
+std::vector<nlohmann::json> HttpResult::sse_events() const {
+  std::vector<nlohmann::json> events;
+  for (const auto& payload : sse_data()) {
+    if (payload != "[DONE]") events.push_back(nlohmann::json::parse(payload, nullptr, false));
+  }
+  return events;
+}
+
 std::vector<std::string> HttpResult::sse_data() const {
   std::vector<std::string> events;
   std::size_t pos = 0;

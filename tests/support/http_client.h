@@ -26,6 +26,8 @@ struct HttpResult {
   }
   // For text/event-stream bodies: the data payloads in order (including "[DONE]").
   std::vector<std::string> sse_data() const;
+  // The same payloads parsed as JSON, "[DONE]" left out (a payload that is not JSON is a null).
+  std::vector<nlohmann::json> sse_events() const;
 };
 
 struct HttpRequest {
