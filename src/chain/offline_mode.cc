@@ -57,9 +57,11 @@ OfflineMode::Metrics OfflineMode::register_metrics(obs::Registry& registry) {
   return m;
 }
 
-OfflineMode::OfflineMode(OfflineConfig config, int edge_error_threshold, obs::Registry& registry)
+OfflineMode::OfflineMode(OfflineConfig config, int edge_error_threshold, obs::Registry& registry,
+                         std::int64_t edge_retry_ms)
     : config_(std::move(config)),
       edge_error_threshold_(std::max(1, edge_error_threshold)),
+      edge_retry_ms_(std::max<std::int64_t>(0, edge_retry_ms)),
       metrics_(register_metrics(registry)) {
   since_ms_ = edge_since_ms_ = unix_ms_now();
   metrics_.offline->set(0);
@@ -134,10 +136,15 @@ std::string OfflineMode::set_edge_locked(bool available, std::string reason) {
                    : "edge UNAVAILABLE: " + reason + "; sending requests to the cloud";
 }
 
+bool OfflineMode::edge_worth_trying() const {
+  return edge_available() || unix_ms_now() >= edge_retry_at_ms_.load(std::memory_order_relaxed);
+}
+
 void OfflineMode::set_edge_available(bool available, std::string reason) {
   std::string line;
   {
     std::lock_guard lock(mutex_);
+    edge_retry_at_ms_.store(std::numeric_limits<std::int64_t>::max(), std::memory_order_relaxed);
     line = set_edge_locked(available, std::move(reason));
   }
   if (!line.empty()) spdlog::warn("{}", line);
@@ -149,6 +156,9 @@ void OfflineMode::record_edge_error(std::string_view reason) {
     std::lock_guard lock(mutex_);
     int errors = edge_errors_.load(std::memory_order_relaxed) + 1;
     edge_errors_.store(errors, std::memory_order_relaxed);
+    if (errors >= edge_error_threshold_) {
+      edge_retry_at_ms_.store(unix_ms_now() + edge_retry_ms_, std::memory_order_relaxed);
+    }
     if (errors >= edge_error_threshold_ && edge_available()) {
       line = set_edge_locked(false, std::to_string(errors) + " edge errors in a row (last: " +
                                         std::string(reason) + ")");

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <limits>
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -40,6 +41,8 @@ namespace hengshi::chain {
 
 // Edge errors in a row that mark the edge unavailable (not in OfflineConfig).
 inline constexpr int kEdgeErrorThreshold = 3;
+// How often an edge taken out by errors is tried again.
+inline constexpr std::int64_t kEdgeRetryMs = 10'000;
 
 // What one failed cloud call says about the cloud's reachability.
 enum class CloudReach {
@@ -52,14 +55,20 @@ CloudReach classify_cloud_failure(cloud::UpstreamErrorKind kind);
 class OfflineMode {
  public:
   // `registry` holds the metrics (a test passes its own).
+  // `edge_retry_ms`: while edge errors keep the edge out, plans try it again this often, so real
+  // traffic finds out when it recovered (a success restores it, an error waits again).
   explicit OfflineMode(OfflineConfig config, int edge_error_threshold = kEdgeErrorThreshold,
-                       obs::Registry& registry = obs::Registry::global());
+                       obs::Registry& registry = obs::Registry::global(),
+                       std::int64_t edge_retry_ms = kEdgeRetryMs);
   OfflineMode(const OfflineMode&) = delete;
   OfflineMode& operator=(const OfflineMode&) = delete;
 
   const OfflineConfig& config() const { return config_; }
 
   bool offline() const { return offline_.load(std::memory_order_acquire); }
+  // Whether a plan may use the edge now: while it is available, and — when errors took it out
+  // (not a failed load) — once edge_retry_ms has passed since the last error.
+  bool edge_worth_trying() const;
   bool edge_available() const { return edge_available_.load(std::memory_order_acquire); }
   int consecutive_cloud_failures() const {
     return consecutive_failures_.load(std::memory_order_relaxed);
@@ -100,7 +109,10 @@ class OfflineMode {
 
   const OfflineConfig config_;
   const int edge_error_threshold_;
+  const std::int64_t edge_retry_ms_;
   Metrics metrics_;
+  // Unix ms from when an edge out for errors may be tried again; max = never (a failed load).
+  std::atomic<std::int64_t> edge_retry_at_ms_{std::numeric_limits<std::int64_t>::max()};
 
   std::atomic<bool> offline_{false};
   std::atomic<bool> edge_available_{true};

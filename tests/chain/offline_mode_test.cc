@@ -174,6 +174,27 @@ TEST_F(OfflineModeTest, RepeatedEdgeErrorsMakeTheEdgeUnavailableAndASuccessResto
   EXPECT_EQ(gauge("hengshi_edge_available"), 1);
 }
 
+TEST_F(OfflineModeTest, AnEdgeOutForErrorsIsTriedAgainButAFailedLoadIsNot) {
+  // Retry after 0 ms: out, yet worth trying at once; a success brings it back.
+  OfflineMode soon({}, 2, registry_, /*edge_retry_ms=*/0);
+  EXPECT_TRUE(soon.edge_worth_trying());
+  soon.record_edge_error("decode_failed");
+  soon.record_edge_error("decode_failed");
+  EXPECT_FALSE(soon.edge_available());
+  EXPECT_TRUE(soon.edge_worth_trying());
+  soon.record_edge_success();
+  EXPECT_TRUE(soon.edge_available());
+  // Retry after a minute: out and not tried again yet.
+  OfflineMode later({}, 2, registry_, /*edge_retry_ms=*/60'000);
+  later.record_edge_error("decode_failed");
+  later.record_edge_error("decode_failed");
+  EXPECT_FALSE(later.edge_worth_trying());
+  // A model that failed to load never comes back by itself.
+  OfflineMode load_failed({}, 2, registry_, /*edge_retry_ms=*/0);
+  load_failed.set_edge_available(false, "edge.intent_model: missing");
+  EXPECT_FALSE(load_failed.edge_worth_trying());
+}
+
 TEST_F(OfflineModeTest, EdgeAvailabilityCanBeSetExplicitly) {
   auto mode = make();
   mode->set_edge_available(false, "model file missing: /models/edge.gguf");
