@@ -63,7 +63,6 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
   ChainResult out;
   std::optional<AttemptError> last_error;
   double billed = 0.0;  // what failed attempts cost (a rejected verification is still paid for)
-  bool attempted_any = false;
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep step = plan.steps[i];
     bool last_before_resort = true;
@@ -80,9 +79,9 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
       record_hop(meta, std::move(hop), hop_started);
       continue;
     }
-    // The last resort answers at once, so it runs even on a spent budget once something was tried
-    // (a clear reply beats a 504); a budget spent before any level could start is a 504.
-    if (budget.spent() && (step.level != Level::last_resort || !attempted_any)) {
+    // Nothing starts on a spent budget, the last resort included: its time is the reserve the
+    // levels before it leave (chain.shares.last_resort_ms), so no answer outlives the deadline.
+    if (budget.spent()) {
       hop.outcome = "skipped_budget_spent";
       last_error = deadline_error();
       record_hop(meta, std::move(hop), hop_started);
@@ -96,7 +95,6 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
     source_request.degraded = step.level == Level::edge_degraded;
 
     for (int retry = 0;; ++retry) {
-      attempted_any = true;
       const auto attempt_started = Clock::now();
       if (retry > 0) ChainMetrics::count_retry(to_string(step.source));
       AttemptOutcome outcome =

@@ -32,11 +32,17 @@ TEST_F(GatewayUpstreamFailureTest, HangingUpstreamTimesOutWith504WithinTheDeadli
   auto started = steady_clock::now();
   auto result = chat(user_message("cloud-small", "[[sim:hang]]"), deadline);
   auto elapsed = steady_clock::now() - started;
-  expect_error(result, 504, "upstream_ttft_timeout");
+  // The last attempt ends at the member's TTFT limit or, when less than that was left, at the
+  // level's deadline: a 504 either way.
+  EXPECT_EQ(result.status, 504) << result.body;
+  const std::string code = result.json()["error"]["code"];
+  EXPECT_TRUE(code == "upstream_ttft_timeout" || code == "upstream_timeout") << result.body;
   EXPECT_LT(elapsed, std::chrono::milliseconds(1200 + 300)) << "the deadline bounds every retry";
   const auto meta = result.json()["hengshi"];
   EXPECT_GE(meta["attempts"].get<int>(), 2) << meta.dump();
-  for (const auto& attempt : meta["hops"][0]["attempts"]) EXPECT_EQ(attempt["outcome"], "ttft_timeout");
+  for (const auto& attempt : meta["hops"][0]["attempts"]) {
+    EXPECT_TRUE(attempt["outcome"] == "ttft_timeout" || attempt["outcome"] == "total_timeout") << meta.dump();
+  }
   // The streaming path has the same bound.
   started = steady_clock::now();
   auto stream = chat(user_message("cloud-small", "[[sim:hang]]", true), deadline);
