@@ -46,15 +46,6 @@ AttemptError cancelled_error() {
   return out;
 }
 
-std::string text_of_reply(const json& body) {
-  const json& choices = body.value("choices", json::array());
-  if (choices.is_array() && !choices.empty() && choices[0].is_object() && choices[0].contains("message") &&
-      choices[0]["message"].is_object() && choices[0]["message"].value("content", json()).is_string()) {
-    return choices[0]["message"]["content"].get<std::string>();
-  }
-  return {};
-}
-
 // L1: only the system prompt (if any) and the last user turn, cut to 70% of the context; no
 // summary of earlier turns (the few-shot / history part of the edge prompt).
 std::vector<ChatMessage> degraded_messages(const std::vector<ChatMessage>& edge_messages, int context_tokens) {
@@ -93,6 +84,16 @@ double cost_of(const cloud::CloudPool& pool, const std::string& upstream, std::i
     }
   }
   return 0.0;
+}
+
+std::string reply_text(const nlohmann::json& body) {
+  if (!body.is_object()) return {};
+  const nlohmann::json choices = body.value("choices", nlohmann::json::array());
+  if (!choices.is_array() || choices.empty() || !choices[0].is_object()) return {};
+  const nlohmann::json message = choices[0].value("message", nlohmann::json::object());
+  if (!message.is_object()) return {};
+  const nlohmann::json content = message.value("content", nlohmann::json());
+  return content.is_string() ? content.get<std::string>() : std::string();
 }
 
 bool says_yes(std::string_view text) {
@@ -144,7 +145,7 @@ awaitable<Result<Answer, AttemptError>> EdgeIntentSource::answer(const SourceReq
   std::string verdict = "error";
   double cost = 0.0;
   if (reply) {
-    verdict = says_yes(text_of_reply(reply->body)) ? "yes" : "no";
+    verdict = says_yes(reply_text(reply->body)) ? "yes" : "no";
     cost = cost_of(*judge_, reply->upstream, reply->usage.prompt_tokens, reply->usage.completion_tokens);
   } else if (reply.error().kind == cloud::UpstreamErrorKind::cancelled) {
     co_return cancelled_error();

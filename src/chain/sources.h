@@ -70,6 +70,9 @@ class CannedSource : public AnswerSource {
   std::string text_;
 };
 
+// The text of an OpenAI chat.completion body (choices[0].message.content), "" when absent.
+std::string reply_text(const nlohmann::json& body);
+
 // The judge's verdict: its answer starts with "yes" (any case) or 是, past quotes and spaces.
 bool says_yes(std::string_view text);
 

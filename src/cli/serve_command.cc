@@ -264,6 +264,7 @@ int run_serve(const ServeOptions& options) {
     hangup.cancel();
     watch.cancel();
     (*access)->stop();
+    handler.stop_background();  // shadows in flight end now: they must not hold up the exit
     http_server.drain([&](bool clean) {
       spdlog::info(clean ? "drained; exiting" : "drain timeout passed; cancelling the requests still in flight");
       http_server.close_all();

@@ -234,7 +234,7 @@ void apply(const YAML::Node& root, Config& config) {
     reject_unknown(server, "server",
                    {"listen", "threads", "max_body_bytes", "idle_timeout_ms", "read_timeout_ms",
                     "default_deadline_ms", "drain_timeout_ms", "write_timeout_ms", "max_connections",
-                    "max_connections_per_ip", "max_in_flight", "auth", "keys_file", "admin_listen",
+                    "max_connections_per_ip", "max_in_flight", "edge_priority_reserve", "auth", "keys_file", "admin_listen",
                     "admin_token_env", "admin_allowed_hosts", "expose_figures"});
     ServerConfig& s = config.server;
     read(server, "server", "listen", s.listen);
@@ -248,6 +248,7 @@ void apply(const YAML::Node& root, Config& config) {
     read(server, "server", "max_connections", s.max_connections);
     read(server, "server", "max_connections_per_ip", s.max_connections_per_ip);
     read(server, "server", "max_in_flight", s.max_in_flight);
+    read(server, "server", "edge_priority_reserve", s.edge_priority_reserve);
     read(server, "server", "auth", s.auth);
     read(server, "server", "keys_file", s.keys_file);
     read(server, "server", "admin_listen", s.admin_listen);
@@ -367,6 +368,7 @@ Status validate_config(const Config& config) {
     positive(s.max_connections, "server.max_connections");
     positive(s.max_connections_per_ip, "server.max_connections_per_ip");
     positive(s.max_in_flight, "server.max_in_flight");
+    if (s.edge_priority_reserve < 0) throw FieldError{"server.edge_priority_reserve", "must be >= 0"};
     if (s.default_deadline_ms > kMaxDeadlineMs) {
       throw FieldError{"server.default_deadline_ms", "must be at most " + std::to_string(kMaxDeadlineMs)};
     }

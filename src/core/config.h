@@ -27,7 +27,10 @@ struct ServerConfig {
   std::int64_t drain_timeout_ms = 65'000;
   int max_connections = 10'000;        // open client connections; more are closed at accept
   int max_connections_per_ip = 1'000;  // from one peer address
-  int max_in_flight = 1'024;           // requests being handled; more get a fast 429
+  int max_in_flight = 1'024;           // requests being handled; more get a fast 429 ...
+  // ... except requests the gateway answers without a cloud call (the edge intent engine, a
+  // hand-off or safe reply), which may use this many more: under pressure they keep priority.
+  int edge_priority_reserve = 256;
   // Client keys (src/server/key_store.h): auto = on when keys_file is set; off is allowed only
   // while `listen` is loopback; a non-loopback listener without keys refuses to start.
   std::string auth = "auto";                  // auto | on | off

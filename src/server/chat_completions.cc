@@ -34,6 +34,14 @@ bool is_json_content_type(std::string_view value) {
   return lowered == "application/json";
 }
 
+// Whether the plan's first step answers without a cloud call or a queue (the intent engine, a
+// hand-off, the safe reply): those keep priority under pressure.
+bool answers_without_cloud(const Plan& plan) {
+  if (plan.steps.empty()) return true;
+  const Source first = plan.steps.front().source;
+  return first == Source::edge_intent || first == Source::human_handoff || first == Source::safe_reply;
+}
+
 }  // namespace
 
 std::string new_request_id() {
@@ -122,7 +130,12 @@ ChatCompletions::ChatCompletions(const Config& config, std::map<std::string, clo
     router_.runtime().observe_cloud_latency(pool, latency_ms, std::chrono::steady_clock::now());
   };
   chain_ = std::make_unique<chain::Chain>(config_.chain, std::move(hooks));
+  auto shadow_pool = pools_.find("cloud-small");
+  shadow_ = std::make_unique<chain::ShadowRunner>(
+      config_.chain.shadow, shadow_pool == pools_.end() ? nullptr : shadow_pool->second, log_);
 }
+
+void ChatCompletions::stop_shadows() { shadow_->stop(); }
 
 ChatCompletions::~ChatCompletions() = default;
 
@@ -175,7 +188,7 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
   router::RouteInput input = router::route_input(request, budget);
   // A session id means something only within its key: two keys' "s1" are two sessions.
   if (key && !input.session_id.empty()) input.session_id = key->name + '\x1f' + input.session_id;
-  const bool edge_up = offline_ == nullptr || offline_->edge_available();
+  const bool edge_up = offline_ == nullptr || offline_->edge_worth_trying();
   if (edge_.intent && edge_up) {
     prediction = edge_.intent->predict(input.last_user_text);
     input.prediction = &prediction;
@@ -217,6 +230,19 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
                                                   "(hengshi.deadline_ms / X-Hengshi-Deadline-Ms)"),
                         &meta);
     log_request(exchange, request, meta, "deadline_exceeded", {}, 0);
+    co_return;
+  }
+  if (exchange.under_pressure() && !answers_without_cloud(meta.decision.plan)) {
+    // Over server.max_in_flight: only what the gateway answers by itself (edge intent, hand-off,
+    // safe reply) uses the priority reserve; the rest is shed fast.
+    meta.overhead_us = micros_since(exchange.received_at());
+    co_await send_error(exchange,
+                        ApiError::too_many_requests("gateway_overloaded",
+                                                    "the gateway is at server.max_in_flight (" +
+                                                        std::to_string(config_.server.max_in_flight) +
+                                                        ") requests; retry shortly"),
+                        &meta);
+    log_request(exchange, request, meta, "gateway_overloaded", {}, 0);
     co_return;
   }
   co_await reply(exchange, request, meta, *policy, budget, input.prediction);
@@ -266,6 +292,15 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
   chain_request.sources = lookup;
   auto result = co_await chain_->execute(meta.decision.plan, budget, chain_request, meta);
   for (const HopRecord& hop : meta.hops) {
+    if (hop.source == Source::edge_llm && offline_ != nullptr) {
+      // The edge LLM's health: engine failures in a row take the edge out of the plans (the cloud
+      // answers; it is tried again every few seconds); a full queue or a long prompt says nothing.
+      if (hop.outcome == "ok") {
+        offline_->record_edge_success();
+      } else if (hop.outcome == "decode_failed" || hop.outcome == "edge_llm_stopped") {
+        offline_->record_edge_error(hop.outcome);
+      }
+    }
     if (hop.source != Source::edge_intent_verified) continue;
     const std::string verdict = hop.outcome == "ok" ? "yes" : hop.outcome == "rejected" ? "no" : "error";
     meta.decision.figures["verify_verdict"] = verdict;
@@ -316,6 +351,17 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
   if (!delivered) ServerMetrics::count_disconnect(request.stream ? "streaming" : "writing_response");
   log_request(exchange, request, meta, delivered ? "ok" : "client_closed", answer.usage,
               std::chrono::duration_cast<std::chrono::microseconds>(answer.ttft).count());
+  if (delivered) {
+    // After the client has its answer: the shadow copies what it needs and runs detached.
+    chain::ShadowOffer shadow;
+    shadow.request = &request;
+    shadow.meta = &meta;
+    shadow.answer = &answer;
+    shadow.prediction = prediction;
+    shadow.cloud_small_allowed = key == nullptr || key->allows_pool("cloud-small");
+    const auto executor = co_await asio::this_coro::executor;
+    shadow_->offer(executor, shadow);
+  }
 }
 
 void ChatCompletions::log_request(const HttpExchange& exchange, const ChatRequest& request,

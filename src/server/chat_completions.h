@@ -11,6 +11,7 @@
 
 #include "chain/chain.h"
 #include "chain/offline_mode.h"
+#include "chain/shadow.h"
 #include "chain/sources.h"
 #include "cloud/cloud_pool.h"
 #include "core/budget.h"
@@ -37,6 +38,9 @@ class ChatCompletions {
   void use_key_limits(KeyLimits* limits) { key_limits_ = limits; }
   // Offline mode (chain/offline_mode.h): read for every plan, fed by every cloud attempt. Null = off.
   void use_offline_mode(chain::OfflineMode* offline) { offline_ = offline; }
+  // Shutdown: new shadow inferences become no-ops and those in flight are cancelled, so they
+  // never keep the io_context (and the drain) waiting.
+  void stop_shadows();
 
  private:
   // The sources a plan step names, for one request (canned replies come from its policy snapshot).
@@ -65,6 +69,8 @@ class ChatCompletions {
   std::unique_ptr<chain::EdgeLlmSource> edge_llm_;
   std::map<Source, std::unique_ptr<chain::CloudSource>> clouds_;
   std::unique_ptr<chain::Chain> chain_;
+  // Shadow inference (chain.shadow): the other path, run after the answer was delivered.
+  std::unique_ptr<chain::ShadowRunner> shadow_;
 };
 
 // Reads X-Hengshi-Task-Type / -Session / -Deadline-Ms into the extension (body fields win).

@@ -55,6 +55,8 @@ void GatewayHandler::use_offline_mode(chain::OfflineMode* offline) {
   chat_->use_offline_mode(offline);
 }
 
+void GatewayHandler::stop_background() { chat_->stop_shadows(); }
+
 awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::string& route) {
   std::string_view path = path_of(to_std(exchange.request().target()));
   if (keys_ == nullptr || !path.starts_with("/v1/")) co_return true;

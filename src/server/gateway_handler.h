@@ -41,6 +41,9 @@ class GatewayHandler : public RequestHandler {
   void use_keys(const KeyStore* keys);
   // Offline mode (chain/offline_mode.h): plans follow it, /readyz shows it. Null = off.
   void use_offline_mode(chain::OfflineMode* offline);
+  // Shutdown: stops the work the gateway does after its answers (shadow inference), so it
+  // never keeps the io_context waiting. Call before draining.
+  void stop_background();
 
   awaitable<void> handle(HttpExchange& exchange) override;
   void on_protocol_error(int status) override;

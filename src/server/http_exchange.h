@@ -61,6 +61,10 @@ class HttpExchange {
   int status() const { return status_; }
   bool keep_alive() const { return keep_alive_; }
   void force_close() { keep_alive_ = false; }
+  // Admitted over server.max_in_flight, into the edge priority reserve: only an answer that needs
+  // no cloud call may be given; the handler sheds anything else.
+  void set_under_pressure(bool value) { under_pressure_ = value; }
+  bool under_pressure() const { return under_pressure_; }
   std::size_t bytes_sent() const { return bytes_sent_; }
 
   // The client key that authenticated this request (set by GatewayHandler); null when auth is off.
@@ -82,6 +86,7 @@ class HttpExchange {
   bool stream_finished_ = false;
   bool keep_alive_ = true;
   int status_ = 0;
+  bool under_pressure_ = false;
   std::size_t bytes_sent_ = 0;
   std::shared_ptr<const ClientKey> client_key_;
 };

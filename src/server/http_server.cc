@@ -339,7 +339,9 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     connection.current = client_gone;
     HttpExchange exchange(stream, request, received_at, client_gone, write_timeout);
 
-    if (in_flight_.load() > config_.max_in_flight) {
+    const int in_flight_now = in_flight_.load();
+    exchange.set_under_pressure(in_flight_now > config_.max_in_flight);
+    if (in_flight_now > config_.max_in_flight + config_.edge_priority_reserve) {
       // Shed at once, before any work: a fast 429 is cheaper for everyone than a slow queue.
       ServerMetrics::count_request("overloaded", "-", 429);
       Response response{http::status::too_many_requests, request.version()};

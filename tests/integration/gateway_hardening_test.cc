@@ -285,6 +285,11 @@ TEST_F(GatewayHardeningTest, MaxInFlightAnswersAFast429) {
   auto shed = chat(user_message("cloud-small", "one too many"));
   expect_error(shed, 429, "gateway_overloaded");
   EXPECT_EQ(shed.header("retry-after"), "1");
+  // Under pressure, what the gateway answers by itself keeps priority (server.edge_priority_reserve).
+  auto handoff = chat(user_message("cloud-small", "我要投诉你们的服务"));
+  EXPECT_EQ(handoff.status, 200) << handoff.body;
+  EXPECT_EQ(handoff.json()["hengshi"]["route"], "human");
+  EXPECT_EQ(sim_requests(*small_), 2) << "the shed request never reached the upstream";
   for (auto& request : slow) EXPECT_EQ(request.get().status, 200);
   EXPECT_EQ(chat(user_message("cloud-small", "room again")).status, 200);
 }
