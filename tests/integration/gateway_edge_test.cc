@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "integration/gateway_fixture.h"
+#include "integration/demo_intent_fixture.h"
 
 namespace hengshi::testing {
 namespace {
@@ -38,23 +38,8 @@ std::string demo_answer(const std::string& intent) {
   return {};
 }
 
-class GatewayEdgeTest : public GatewayFixture {
+class GatewayEdgeTest : public DemoIntentFixture {
  protected:
-  // One demo model for the suite, trained by the real CLI (no search: seconds, not minutes).
-  static void SetUpTestSuite() {
-    model_dir_ = new std::string(temp_path("demo-intent"));
-    auto trained = ChildProcess::run({binary_path("src/cli/hengshi"), "train", "--data",
-                                      source_path("data/demo_faq.jsonl"), "--out", *model_dir_,
-                                      "--search-budget", "0"});
-    train_output_ = new std::string(trained.output);
-    train_ok_ = trained.exit_code == 0;
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*model_dir_);
-    delete model_dir_;
-    delete train_output_;
-  }
-  void SetUp() override { ASSERT_TRUE(train_ok_) << *train_output_; }
 
   // Serves the demo model; the router's default band is {high, low}.
   void start_with_intent(double high = 0.5, double low = 0.3, const std::string& middle_band_route = "cloud-small") {
@@ -71,13 +56,7 @@ class GatewayEdgeTest : public GatewayFixture {
   }
   std::string policy_path_;
 
-  static std::string* model_dir_;
-  static std::string* train_output_;
-  static bool train_ok_;
 };
-std::string* GatewayEdgeTest::model_dir_ = nullptr;
-std::string* GatewayEdgeTest::train_output_ = nullptr;
-bool GatewayEdgeTest::train_ok_ = false;
 
 TEST_F(GatewayEdgeTest, TrainPrintsWhatItMeasured) {
   EXPECT_NE(train_output_->find("holdout accuracy"), std::string::npos) << *train_output_;

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "integration/gateway_fixture.h"
+#include "integration/demo_intent_fixture.h"
 
 namespace hengshi::testing {
 namespace {
@@ -30,23 +30,8 @@ double metric_value(const std::string& page, const std::string& series) {
   return -1;
 }
 
-class GatewayShadowTest : public GatewayFixture {
+class GatewayShadowTest : public DemoIntentFixture {
  protected:
-  // One demo model for the suite, trained by the real CLI (no search: seconds, not minutes).
-  static void SetUpTestSuite() {
-    model_dir_ = new std::string(temp_path("shadow-intent"));
-    auto trained = ChildProcess::run({binary_path("src/cli/hengshi"), "train", "--data",
-                                      source_path("data/demo_faq.jsonl"), "--out", *model_dir_,
-                                      "--search-budget", "0"});
-    train_output_ = new std::string(trained.output);
-    train_ok_ = trained.exit_code == 0;
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*model_dir_);
-    delete model_dir_;
-    delete train_output_;
-  }
-  void SetUp() override { ASSERT_TRUE(train_ok_) << *train_output_; }
   void TearDown() override {
     GatewayFixture::TearDown();
     if (!policy_path_.empty()) std::remove(policy_path_.c_str());
@@ -89,13 +74,7 @@ class GatewayShadowTest : public GatewayFixture {
   }
 
   std::string policy_path_;
-  static std::string* model_dir_;
-  static std::string* train_output_;
-  static bool train_ok_;
 };
-std::string* GatewayShadowTest::model_dir_ = nullptr;
-std::string* GatewayShadowTest::train_output_ = nullptr;
-bool GatewayShadowTest::train_ok_ = false;
 
 TEST_F(GatewayShadowTest, AMiddleBandEdgeAnswerIsShadowedByOneCloudCallBilledApart) {
   start_shadowing("edge_verify");
