@@ -542,7 +542,7 @@ std::string gateway_yaml(const std::string& name, int sim_port, const std::strin
   std::ostringstream yaml;
   yaml << "# bench/chaos: the " << name << " gateway\n"
        // One I/O thread each: two gateways, the sim and the load share a small machine.
-       << "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", threads: 1}\n"
+       << "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", threads: 1, expose_figures: true}\n"
        << "log: {requests: \"\"}\n"
        << "edge: {intent_model: " << dump_text(json(model_dir)) << "}\n"
        << "pools:\n"

@@ -31,8 +31,6 @@ json to_json(const HopRecord& hop) {
 }
 
 json ResponseMeta::to_json(bool with_figures) const {
-  json hop_list = json::array();
-  for (const auto& hop : hops) hop_list.push_back(hengshi::to_json(hop));
   json out = {
       {"request_id", request_id},
       {"route", to_string(decision.route)},
@@ -45,8 +43,6 @@ json ResponseMeta::to_json(bool with_figures) const {
       {"cache", cache},
       {"attempts", attempts},
       {"offline", offline},
-      {"plan", hengshi::to_json(decision.plan)},
-      {"hops", std::move(hop_list)},
       {"overhead_us", overhead_us},
       {"model", or_null(model)},
       {"upstream", or_null(upstream)},
@@ -54,7 +50,15 @@ json ResponseMeta::to_json(bool with_figures) const {
   };
   if (!key.empty()) out["key"] = key;
   if (decision.edge_engine != EdgeEngine::none) out["edge_engine"] = to_string(decision.edge_engine);
-  if (with_figures && !decision.figures.empty()) out["figures"] = decision.figures;
+  if (with_figures) {
+    // The path in detail (every level and attempt, with member names) is the operator's view,
+    // like the figures: always in the request log, in responses only with expose_figures.
+    json hop_list = json::array();
+    for (const auto& hop : hops) hop_list.push_back(hengshi::to_json(hop));
+    out["plan"] = hengshi::to_json(decision.plan);
+    out["hops"] = std::move(hop_list);
+    if (!decision.figures.empty()) out["figures"] = decision.figures;
+  }
   return out;
 }
 

@@ -46,8 +46,8 @@ struct ResponseMeta {
   std::optional<double> cost;    // in the configured price unit, when tokens are known
   std::string key;               // NAME of the client key that sent it (never the key); "" = auth off
 
-  // `with_figures`: the decision's numbers (thresholds, bands) go to the log and the admin view;
-  // clients see them only with server.expose_figures.
+  // `with_figures`: the decision's numbers (thresholds, bands), the plan and the hops go to the
+  // log and the admin view; clients see them only with server.expose_figures.
   nlohmann::json to_json(bool with_figures = true) const;
 };
 

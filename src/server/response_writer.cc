@@ -89,18 +89,22 @@ awaitable<bool> ResponseWriter::finish_stream(const ResponseMeta& meta, const ch
   co_return co_await exchange_.finish_stream();
 }
 
-awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, const chain::Answer& answer) {
+awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, chain::Answer& answer) {
   const TokenUsage tokens{answer.usage.prompt, answer.usage.completion};
   if (!request_.stream) {
     Response response{http::status::ok, exchange_.request().version()};
     response.set(http::field::content_type, "application/json");
     set_meta_headers(response, meta);
     response.set("X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
-    json body = answer.upstream_body.is_object()
-                    ? answer.upstream_body
-                    : completion_object(meta.request_id, meta.model, answer.content, answer.finish_reason, tokens);
-    body["hengshi"] = client_meta(meta);
-    response.body() = dump_text(body);
+    if (answer.upstream_body.is_object()) {
+      // The upstream's own body, passed through with our metadata added (no copy of it).
+      answer.upstream_body["hengshi"] = client_meta(meta);
+      response.body() = dump_text(answer.upstream_body);
+    } else {
+      json body = completion_object(meta.request_id, meta.model, answer.content, answer.finish_reason, tokens);
+      body["hengshi"] = client_meta(meta);
+      response.body() = dump_text(body);
+    }
     co_return co_await exchange_.send(std::move(response));
   }
   if (!co_await open(meta)) co_return false;

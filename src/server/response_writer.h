@@ -24,9 +24,9 @@ class ResponseWriter : public chain::StreamOut {
   ResponseWriter(HttpExchange& exchange, const ChatRequest& request, bool expose_figures)
       : exchange_(exchange), request_(request), expose_figures_(expose_figures) {}
 
-  // A whole answer: the upstream's JSON (metadata added) or one built from the text; as SSE when
-  // the request streams. False when the client left.
-  awaitable<bool> write_answer(const ResponseMeta& meta, const chain::Answer& answer);
+  // A whole answer: the upstream's JSON (our metadata added to it in place) or one built from the
+  // text; as SSE when the request streams. False when the client left.
+  awaitable<bool> write_answer(const ResponseMeta& meta, chain::Answer& answer);
   // Ends a stream the chain opened and fed: the finish chunk (unless the source's own chunks
   // carried it), usage when asked for, the metadata chunk, [DONE].
   awaitable<bool> finish_stream(const ResponseMeta& meta, const chain::Answer& answer);

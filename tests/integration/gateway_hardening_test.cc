@@ -353,10 +353,19 @@ TEST_F(GatewayDisclosureTest, FiguresStayInTheLogUnlessExposedAndCallerTextIsRed
                      R"("hengshi":{"session_id":"13812345678","task_type":"ask 13912345678"}})";
   auto result = chat(body);
   ASSERT_EQ(result.status, 200) << result.body;
-  EXPECT_FALSE(result.json()["hengshi"].contains("figures")) << result.body;
+  const auto meta = result.json()["hengshi"];
+  EXPECT_FALSE(meta.contains("figures")) << result.body;
+  // The path in detail (plan, hops with member names) is the operator's view too; the client
+  // still sees which level answered and how many attempts it took.
+  EXPECT_FALSE(meta.contains("hops")) << result.body;
+  EXPECT_FALSE(meta.contains("plan")) << result.body;
+  EXPECT_EQ(meta["level"], 2);
+  EXPECT_EQ(meta["attempts"], 1);
   ASSERT_TRUE(wait_until([&] { return !log_records().empty(); }));
   auto record = log_records().back();
   EXPECT_TRUE(record.contains("figures")) << record.dump();
+  EXPECT_EQ(record["hops"][0]["outcome"], "ok") << record.dump();
+  EXPECT_EQ(record["plan"][0], "L2:cloud-small") << record.dump();
   EXPECT_EQ(record["session"], "[mobile_cn]") << record.dump();
   EXPECT_EQ(record["task_type"], "ask [mobile_cn]") << record.dump();
   std::ifstream in(log_path_);
