@@ -99,6 +99,39 @@ struct BadCase {
   const char* expected_fragment;
 };
 
+TEST(ConfigTest, TheChainSectionIsReadOverItsDefaults) {
+  auto config = load_config_text(R"yaml(
+chain:
+  shares: {edge: 0.6, last_resort_ms: 80}
+  task_shares: {faq: {edge: 0.9}}
+  retry: {backoff_ms: [100, 300]}
+  breaker: {min_calls: 5, open_ms: 1000}
+  bulkheads: {cloud-large: {max_concurrent: 8, max_queue: 0}}
+  commit: {tokens: 4, first_sentence: false}
+  offline: {consecutive_failures: 5, notice: " (offline)"}
+  shadow: {sample_rate: 0.1, task_types: [faq]}
+  last_resort: {kind: human}
+edge: {required: true}
+)yaml", "chain.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const ChainConfig& chain = config->chain;
+  EXPECT_DOUBLE_EQ(chain.shares.edge, 0.6);
+  EXPECT_DOUBLE_EQ(chain.shares.cloud_small, 0.5) << "unset shares keep their defaults";
+  EXPECT_EQ(chain.shares.last_resort_ms, 80);
+  EXPECT_DOUBLE_EQ(chain.shares_for("faq").edge, 0.9);
+  EXPECT_EQ(chain.shares_for("faq").last_resort_ms, 80) << "a task type inherits the chain's shares";
+  EXPECT_DOUBLE_EQ(chain.shares_for("other").edge, 0.6);
+  EXPECT_EQ(chain.retry.backoff_ms, (std::vector<std::int64_t>{100, 300}));
+  EXPECT_EQ(chain.breaker.min_calls, 5);
+  EXPECT_EQ(chain.bulkhead_for("cloud-large").max_concurrent, 8);
+  EXPECT_EQ(chain.bulkhead_for("cloud-small").max_concurrent, BulkheadConfig{}.max_concurrent);
+  EXPECT_EQ(chain.commit.tokens, 4);
+  EXPECT_EQ(chain.offline.consecutive_failures, 5);
+  EXPECT_EQ(chain.shadow.task_types, (std::vector<std::string>{"faq"}));
+  EXPECT_EQ(chain.last_resort.kind, "human");
+  EXPECT_TRUE(config->edge.required);
+}
+
 class ConfigRejectTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(ConfigRejectTest, NamesFileFieldAndReason) {
@@ -117,6 +150,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"server: {threads: many}", "server.threads: must be an integer"},
         BadCase{"server: {lisen: 1}", "server.lisen: unknown field"},
         BadCase{"surprise: 1", "surprise: unknown field"},
+        BadCase{"chain: {breaker: {failure_ratio: 2}}", "chain.breaker.failure_ratio: must be in (0, 1]"},
+        BadCase{"chain: {shares: {edge: 0}}", "chain.shares.edge: must be a share"},
+        BadCase{"chain: {retry: {backoff_ms: [200, -1]}}", "chain.retry.backoff_ms[1]: must be > 0"},
+        BadCase{"chain: {retry: {backof_ms: [1]}}", "chain.retry.backof_ms: unknown field"},
+        BadCase{"chain: {last_resort: {kind: pray}}", "chain.last_resort.kind: must be canned, human or error"},
+        BadCase{"chain: {bulkheads: {cloud-huge: {max_concurrent: 1}}}", "chain.bulkheads.cloud-huge: unknown pool"},
+        BadCase{"chain: {offline: {edge_threshold: 1.5}}", "chain.offline.edge_threshold: must be in [0, 1]"},
+        BadCase{"chain: {shadow: {sample_rate: -0.1}}", "chain.shadow.sample_rate: must be in [0, 1]"},
+        BadCase{"server: {edge_priority_reserve: -1}", "server.edge_priority_reserve: must be >= 0"},
         BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'ftp://x', model: m}]}}",
                 "pools.cloud-small.members[0].base_url"},
         BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'http://127.0.0.1'}]}}",
