@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cloud/fake_upstream.h"
+#include "support/run_until_done.h"
 
 namespace hengshi::cloud {
 namespace {
@@ -33,16 +34,7 @@ class CloudPoolTest : public ::testing::Test {
  protected:
   template <class MakeAwaitable>
   auto run(MakeAwaitable make) {
-    using Value = typename decltype(make())::value_type;
-    std::optional<Value> out;
-    asio::co_spawn(
-        strand_, [&]() -> awaitable<void> { out.emplace(co_await make()); },
-        [](std::exception_ptr failure) {
-          if (failure) std::rethrow_exception(failure);
-        });
-    ioc_.restart();
-    ioc_.run();
-    return std::move(*out);
+    return hengshi::testing::run_until_done(ioc_, strand_, std::move(make));
   }
 
   static UpstreamConfig member(const FakeUpstream& fake, const std::string& name) {

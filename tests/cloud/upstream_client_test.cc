@@ -17,6 +17,7 @@
 #include "cloud/tls_context.h"
 #include "cloud/test_tls.h"
 #include "obs/metrics.h"
+#include "support/run_until_done.h"
 
 namespace hengshi::cloud {
 namespace {
@@ -78,16 +79,7 @@ class UpstreamClientTest : public ::testing::Test {
   // Runs a coroutine on the strand until the io_context has no more work; returns its value.
   template <class MakeAwaitable>
   auto run(MakeAwaitable make) {
-    using Value = typename decltype(make())::value_type;
-    std::optional<Value> out;
-    asio::co_spawn(
-        strand_, [&]() -> awaitable<void> { out.emplace(co_await make()); },
-        [](std::exception_ptr failure) {
-          if (failure) std::rethrow_exception(failure);
-        });
-    ioc_.restart();
-    ioc_.run();
-    return std::move(*out);
+    return hengshi::testing::run_until_done(ioc_, strand_, std::move(make));
   }
 
   static UpstreamConfig member(const std::string& base_url, const std::string& name) {
