@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -35,6 +37,28 @@ void keep_sanitizer_report(const std::string& stderr_path, pid_t pid) {
                       text.find("Sanitizer:") != std::string::npos;
   if (!report) return;
   std::ofstream(std::string(dir) + "/child-stderr." + std::to_string(pid)) << text;
+}
+
+// The report the sanitizer runtime writes for `pid` (ASAN_OPTIONS / UBSAN_OPTIONS log_path is
+// <dir>/<kind>, the runtime appends .<pid>), or "" when there is none.
+std::string sanitizer_report_path(pid_t pid) {
+  const char* dir = std::getenv("HENGSHI_SANITIZER_REPORT_DIR");
+  if (dir == nullptr || *dir == '\0') return "";
+  for (const char* kind : {"asan", "ubsan"}) {
+    std::string path = std::string(dir) + "/" + kind + "." + std::to_string(pid);
+    if (::access(path.c_str(), F_OK) == 0) return path;
+  }
+  return "";
+}
+
+// Names the test whose child wrote a report: the script prints reports after every test ran,
+// when nothing else says where a child's report came from.
+void tag_sanitizer_report(const std::string& path) {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::ofstream(path, std::ios::app) << "\n(a child of test "
+                                     << (test ? std::string(test->test_suite_name()) + "." + test->name()
+                                              : std::string("<none>"))
+                                     << ")\n";
 }
 
 }  // namespace
@@ -131,6 +155,11 @@ ChildProcess::ChildProcess(ChildProcess&& other) noexcept
 }
 
 ChildProcess::~ChildProcess() {
+  const std::string report = pid_ > 0 ? sanitizer_report_path(pid_) : "";
+  // A child writing a sanitizer report exits by itself once done (halt_on_error); symbolizing
+  // takes seconds, and a SIGKILL meanwhile would leave only the report's first line.
+  if (!report.empty() && !reaped_) (void)wait(std::chrono::seconds(60));
+  if (!report.empty()) tag_sanitizer_report(report);
   if (pid_ > 0 && !reaped_) {
     ::kill(pid_, SIGKILL);
     int status = 0;
