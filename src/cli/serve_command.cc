@@ -217,21 +217,27 @@ int run_serve(const ServeOptions& options) {
     return 2;
   }
 
+  // The gateway's own background work — signals, the files watcher, the offline probe — runs on
+  // one strand. With several I/O threads, a coroutine spawned on the bare io_context may resume
+  // on one thread while a handler of its timer or stream (beast's timeouts) runs on another, and
+  // the SIGTERM handler below cancels their timers: a strand makes all of that sequential.
+  auto control = asio::make_strand(io);
+
   // Policy and keys hot reload: SIGHUP, and a poll of the files (size + mtime, stable over two
   // polls). The policy is parsed on the router's reload thread, never on an I/O thread.
   std::atomic<bool> stopping{false};
-  asio::signal_set hangup(io, SIGHUP);
+  asio::signal_set hangup(control, SIGHUP);
   std::function<void()> wait_hangup = [&] {
     hangup.async_wait([&](const boost::system::error_code& ec, int) {
       if (ec || stopping) return;
-      asio::co_spawn(io, reload_on_signal(**router, **access), asio::detached);
+      asio::co_spawn(control, reload_on_signal(**router, **access), asio::detached);
       wait_hangup();
     });
   };
   wait_hangup();
-  asio::steady_timer watch(io);
+  asio::steady_timer watch(control);
   if (config.routing.watch_interval_ms > 0) {
-    asio::co_spawn(io,
+    asio::co_spawn(control,
                    watch_files(**router, **access, watch,
                                std::chrono::milliseconds(config.routing.watch_interval_ms), stopping),
                    asio::detached);
@@ -241,19 +247,19 @@ int run_serve(const ServeOptions& options) {
   // no coroutine is still suspended when the objects it uses are destroyed. A watchdog ends the
   // process if that does not happen in time (a stuck peer must not keep a restart waiting).
   auto probe_stopping = std::make_shared<std::atomic<bool>>(false);
-  asio::steady_timer probe_timer(io);
+  asio::steady_timer probe_timer(control);
   if (config.chain.offline.enabled) {
     std::vector<cloud::UpstreamClient*> members;
     for (const auto& pool : pools) {
       for (const auto& member : pool->members()) members.push_back(member.get());
     }
-    asio::co_spawn(io, chain::probe_while_offline(offline, members, probe_timer, config.chain.offline.probe_interval_ms,
+    asio::co_spawn(control, chain::probe_while_offline(offline, members, probe_timer, config.chain.offline.probe_interval_ms,
                                              probe_stopping),
                    asio::detached);
   }
 
   ShutdownWatchdog watchdog;
-  asio::signal_set signals(io, SIGINT, SIGTERM);
+  asio::signal_set signals(control, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal_number) {
     if (ec) return;
     spdlog::info("signal {}: draining {} in-flight request(s), up to {} ms", signal_number,
