@@ -107,7 +107,9 @@ TEST_F(GatewayRouterTest, ComplexRequestsGoToCloudLargeAndSimpleOnesToTheDefault
 }
 
 TEST_F(GatewayRouterTest, ASpentBudgetNeverHangs) {
-  json body = json::parse(user_message("auto", "hello"));
+  // The upstream takes 200 ms, so a 1 ms budget cannot be met (a loopback sim answering at once
+  // could otherwise beat it, and the test would depend on the machine's speed).
+  json body = json::parse(user_message("auto", "hello [[sim:slow=200]]"));
   body["hengshi"] = {{"deadline_ms", 1}};
   auto reply = chat(body.dump());
   // Either the router sees the budget gone (refuse) or no pool fits and the call times out.
