@@ -430,10 +430,9 @@ std::string format_calibrate_report(const CalibrateReport& report) {
                 file.target_precision, report.min_support,
                 std::string(to_string(report.rule)).c_str(), file.version.c_str());
   for (const GroupFit& group : report.groups) {
-    // Hierarchical: the inherited intents are many and say nothing new; the table lists them.
-    if (hierarchical && group.kind != "default" && group.kind != "task_type" && !group.written) {
-      continue;
-    }
+    // Hierarchical: inherited groups use their parent's band and may be many (one per intent);
+    // the rule table lists them with why.
+    if (hierarchical && group.kind != "default" && !group.written) continue;
     append_group(out, group, hierarchical);
   }
   if (hierarchical) {

@@ -145,7 +145,7 @@ Result<std::vector<CalibrationRow>> read_calibration_rows(const std::string& pat
 // The table `hengshi calibrate` prints: per group its buckets (confidence range, share of the
 // group's samples, answered, edge pass rate; empty buckets left out), then the chosen high/low,
 // precision and coverage at high, the monotonic flag and the fit's note; then inherited groups.
-// Hierarchical: buckets for the default, the task types and every group with a band of its own,
+// Hierarchical: buckets for the default and every group with a band of its own,
 // then one row per group (rows, band, rule and why); then the final policy and the shift table.
 std::string format_calibrate_report(const CalibrateReport& report);
 
