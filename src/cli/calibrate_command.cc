@@ -95,9 +95,10 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
                         "rows a task type or intent needs for a band of its own (default 20)");
   calibrate->add_option("--default-task-type", args->default_task_type,
                         "task type of rows without one (default faq)");
-  CLI::Option* oos_share = calibrate->add_option("--oos-share", args->oos_share_value,
-                        "out-of-scope share of the traffic to fit for, in [0, 1): out-of-scope "
-                        "rows are reweighted to it (default: the data's own share)");
+  CLI::Option* oos_share =
+      calibrate->add_option("--oos-share", args->oos_share_value,
+                            "out-of-scope share of the traffic to fit for, in [0, 1): out-of-scope "
+                            "rows are reweighted to it (default: the data's own share)");
   calibrate->add_option("--rule", args->rule,
                         "hierarchical (default: groups keep their parent's band unless their rows "
                         "show otherwise) or per-group (the rule before issue 10)");

@@ -1,7 +1,5 @@
 #include "router/calibrate.h"
 
-#include "core/json_lines.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -13,11 +11,12 @@
 #include <string_view>
 #include <utility>
 
+#include "core/json_lines.h"
+
 namespace hengshi::router {
 namespace {
 
 constexpr std::size_t kReportColumns = 100;  // the inherited-group list wraps at this width
-
 
 // The key of a group in file.notes and in the printed report.
 std::string group_name(std::string_view kind, std::string_view key) {
@@ -88,8 +87,7 @@ std::optional<Band> fit_group_shrunk(std::string_view kind, const std::string& k
                                      const std::string& parent_name, const Band& parent,
                                      const CalibrateOptions& options, CalibrateReport& report) {
   const std::string name = group_name(kind, key);
-  ShrinkResult shrunk =
-      shrink_band(rows, parent, options.target_precision, options.min_support);
+  ShrinkResult shrunk = shrink_band(rows, parent, options.target_precision, options.min_support);
   GroupFit group{std::string(kind), key, std::move(shrunk.fit)};
   group.band = shrunk.band;
   group.written = !is_inherited(shrunk.rule);
@@ -99,7 +97,9 @@ std::optional<Band> fit_group_shrunk(std::string_view kind, const std::string& k
   group.precision_at_high = shrunk.precision_at_high;
   group.coverage_at_high = shrunk.coverage_at_high;
   report.file.notes[name] = shrunk.reason;
-  if (!group.written) report.inherited.push_back(InheritedGroup{std::string(kind), key, rows.size()});
+  if (!group.written) {
+    report.inherited.push_back(InheritedGroup{std::string(kind), key, rows.size()});
+  }
   report.groups.push_back(std::move(group));
   if (is_inherited(shrunk.rule)) return std::nullopt;
   return shrunk.band;
@@ -175,7 +175,8 @@ void append_policy(std::string& out, const CalibrateReport& report) {
     out += "  prior shift: no out-of-scope rows, so the leak under shift cannot be measured\n";
     return;
   }
-  append_format(out, "\nprior shift (the final policy, rows reweighted to each share; target %.3f):\n",
+  append_format(out,
+                "\nprior shift (the final policy, rows reweighted to each share; target %.3f):\n",
                 report.file.target_precision);
   append_format(out, "  %-9s %9s %9s %9s\n", "oos share", "precision", "coverage", "oos leak");
   for (const PolicyFigures& shifted : report.shift) {
@@ -199,9 +200,8 @@ PolicyFigures evaluate_policy(const Thresholds& thresholds,
   PolicyFigures figures;
   for (const LabelledPrediction& row : rows) {
     const bool answered =
-        is_answered(row) &&
-        thresholds.classify(row.confidence, row.task_type, row.intent_predicted) ==
-            ConfidenceLevel::high;
+        is_answered(row) && thresholds.classify(row.confidence, row.task_type,
+                                                row.intent_predicted) == ConfidenceLevel::high;
     figures.answered += answered ? 1 : 0;
     if (row.intent_true == kOutOfScopeIntent) {
       ++out_of_scope;
@@ -278,8 +278,8 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
       }
     }
     for (const auto& [intent, group_rows] : by_intent) {
-      if (auto band = fit_group_legacy("intent", intent, group_rows, options, report,
-                                       &file.default_band)) {
+      if (auto band =
+              fit_group_legacy("intent", intent, group_rows, options, report, &file.default_band)) {
         file.intents.emplace(intent, *band);
       }
     }
@@ -411,7 +411,8 @@ Result<std::vector<CalibrationRow>> read_calibration_rows(const std::string& pat
     if (std::string why = required_string(json, "text", row.text); !why.empty()) return why;
     if (std::string why = required_string(json, "intent", row.intent); !why.empty()) return why;
     if (const auto it = json.find("task_type"); it != json.end() && !it->is_null()) {
-      if (std::string why = required_string(json, "task_type", row.task_type); !why.empty()) return why;
+      if (std::string why = required_string(json, "task_type", row.task_type); !why.empty())
+        return why;
     }
     rows.push_back(std::move(row));
     return std::string();

@@ -109,9 +109,9 @@ struct CalibrateReport {
   std::size_t skipped = 0;      // rows with an empty text or intent, left out
   std::size_t min_support = 0;  // the option the groups were cut with
   ThresholdRule rule = ThresholdRule::hierarchical;
-  double data_oos_share = 0;  // the calibration rows' own out-of-scope share
-  double oos_share = 0;       // the share the rows were weighted to (= data_oos_share if unset)
-  PolicyFigures final_policy;        // the written policy on the rows, at oos_share
+  double data_oos_share = 0;   // the calibration rows' own out-of-scope share
+  double oos_share = 0;        // the share the rows were weighted to (= data_oos_share if unset)
+  PolicyFigures final_policy;  // the written policy on the rows, at oos_share
   std::vector<PolicyFigures> shift;  // the same at kShiftShares; empty without out-of-scope rows
 };
 

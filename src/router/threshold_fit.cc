@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <string_view>
 
-
 namespace hengshi::router {
 namespace {
 
@@ -82,7 +81,8 @@ double fit_low(const std::vector<LabelledPrediction>& rows) {
     if (!(row.weight > 0)) continue;  // a zero-weight row says nothing, and would divide by 0
     const std::string_view predicted =
         predicts_out_of_scope(row) ? kOutOfScopeIntent : std::string_view(row.intent_predicted);
-    points.push_back({clamped_confidence(row.confidence), predicted == row.intent_true, row.weight});
+    points.push_back(
+        {clamped_confidence(row.confidence), predicted == row.intent_true, row.weight});
   }
   std::stable_sort(points.begin(), points.end());
   struct Block {
@@ -113,7 +113,6 @@ double fit_low(const std::vector<LabelledPrediction>& rows) {
   }
   return kEdgeNever;
 }
-
 
 void add_to(Tally& tally, const LabelledPrediction& row) {
   ++tally.rows;
@@ -206,10 +205,10 @@ FitResult fit_band(const std::vector<LabelledPrediction>& rows, double target_pr
   const std::size_t answered_rows = curve.empty() ? 0 : curve.back().tally.rows;
   if (!result.reachable) {
     result.high = kEdgeNever;
-    append_note(result.note,
-                "unreachable: no threshold reaches precision " + decimal(target_precision, 3) +
-                    " with >= " + std::to_string(min_support) + " answers (of " +
-                    std::to_string(answered_rows) + "); high = 1.01 (edge disabled)");
+    append_note(result.note, "unreachable: no threshold reaches precision " +
+                                 decimal(target_precision, 3) +
+                                 " with >= " + std::to_string(min_support) + " answers (of " +
+                                 std::to_string(answered_rows) + "); high = 1.01 (edge disabled)");
   }
 
   // Monotonicity over supported buckets, top down (the rule is in the header).
@@ -286,7 +285,8 @@ Status reweight_to_oos_share(std::vector<LabelledPrediction>& rows, double oos_s
     return Error{"invalid_argument",
                  "out-of-scope share " + decimal(oos_share, 3) +
                      " needs out-of-scope rows to reweight, and the calibration data has none "
-                     "(no row with intent \"" + std::string(kOutOfScopeIntent) +
+                     "(no row with intent \"" +
+                     std::string(kOutOfScopeIntent) +
                      "\"): add labelled out-of-scope rows, or leave the share unset"};
   }
   const double data_share = static_cast<double>(out_of_scope) / static_cast<double>(rows.size());
@@ -339,39 +339,36 @@ ShrinkResult shrink_band(const std::vector<LabelledPrediction>& rows, const Band
     result.band = own_band(raised != nullptr ? raised->threshold : kEdgeNever);
     result.reason = "stricter: Wilson upper " + decimal(upper, 3) + " < " + target +
                     " at parent high " + parent_high + " (precision " +
-                    decimal(at_parent.precision(), 3) + ", n=" +
-                    count_text(at_parent.effective_n()) + "); ";
+                    decimal(at_parent.precision(), 3) +
+                    ", n=" + count_text(at_parent.effective_n()) + "); ";
     result.reason += raised != nullptr
                          ? "high " + decimal(raised->threshold, 3) + " where its precision is " +
-                               decimal(raised->tally.precision(), 3) + " (n=" +
-                               count_text(raised->tally.effective_n()) + ")"
+                               decimal(raised->tally.precision(), 3) +
+                               " (n=" + count_text(raised->tally.effective_n()) + ")"
                          : "no higher threshold reaches the target: high 1.01 (edge never)";
   } else {
     const CurvePoint* lowered = nullptr;
     double lowered_bound = 0;
     for (const CurvePoint& point : curve) {
       if (point.threshold >= parent.high || !meets_support(point.tally, min_support)) continue;
-      const double lower =
-          wilson_lower_bound(point.tally.precision(), point.tally.effective_n());
+      const double lower = wilson_lower_bound(point.tally.precision(), point.tally.effective_n());
       if (lower >= target_precision) {
         lowered = &point;
         lowered_bound = lower;
       }
     }
     const std::string at_parent_text =
-        at_parent.weight > 0
-            ? "precision " + decimal(at_parent.precision(), 3) + ", Wilson upper " +
-                  decimal(upper, 3) + " at parent high " + parent_high + ", n=" +
-                  count_text(at_parent.effective_n())
-            : "no answers at parent high " + parent_high;
+        at_parent.weight > 0 ? "precision " + decimal(at_parent.precision(), 3) +
+                                   ", Wilson upper " + decimal(upper, 3) + " at parent high " +
+                                   parent_high + ", n=" + count_text(at_parent.effective_n())
+                             : "no answers at parent high " + parent_high;
     if (lowered != nullptr) {
       result.rule = BandRule::looser;
       result.band = own_band(lowered->threshold);
-      result.reason = "looser: Wilson lower " + decimal(lowered_bound, 3) + " >= " + target +
-                      " at " + decimal(lowered->threshold, 3) + " (precision " +
-                      decimal(lowered->tally.precision(), 3) + ", n=" +
-                      count_text(lowered->tally.effective_n()) + "; parent high " + parent_high +
-                      ")";
+      result.reason =
+          "looser: Wilson lower " + decimal(lowered_bound, 3) + " >= " + target + " at " +
+          decimal(lowered->threshold, 3) + " (precision " + decimal(lowered->tally.precision(), 3) +
+          ", n=" + count_text(lowered->tally.effective_n()) + "; parent high " + parent_high + ")";
     } else if (rows.size() < min_support) {
       result.rule = BandRule::inherited_too_few;
       result.reason = "inherited: n=" + std::to_string(rows.size()) + " too few (min support " +

@@ -21,7 +21,7 @@
 
 namespace hengshi::router {
 
-using edge::kOutOfScopeIntent;  // "__oos__", the label of out-of-scope rows
+using edge::kOutOfScopeIntent;                       // "__oos__", the label of out-of-scope rows
 inline constexpr double kMonotonicTolerance = 0.02;  // pass-rate dip tolerated between buckets
 inline constexpr int kFitBuckets = 10;               // equal-width buckets on [0, 1]
 
@@ -123,12 +123,12 @@ inline bool is_inherited(BandRule rule) {
 
 struct ShrinkResult {
   BandRule rule = BandRule::inherited_too_few;
-  Band band;               // the parent's band when inherited
-  std::string reason;      // one line, e.g. "stricter: Wilson upper 0.930 < 0.970 at parent high 0.840"
-  Tally at_parent_high;    // the group's answered rows at or above the parent's high
+  Band band;           // the parent's band when inherited
+  std::string reason;  // one line, e.g. "stricter: Wilson upper 0.930 < 0.970 at parent high 0.840"
+  Tally at_parent_high;          // the group's answered rows at or above the parent's high
   double precision_at_high = 0;  // over the group's answered rows at or above band.high
   double coverage_at_high = 0;   // those rows' weight / all the group's weight
-  FitResult fit;           // fit_band of the group alone: its buckets for the table, and low
+  FitResult fit;                 // fit_band of the group alone: its buckets for the table, and low
 };
 
 // Shrinkage toward the parent's band. A group's rows are evidence against the parent's band, not

@@ -1,8 +1,6 @@
 #include "router/calibrate.h"
 
 #include <gtest/gtest.h>
-
-#include "support/child_process.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include <set>
 
 #include "edge/intent_trainer.h"
+#include "support/child_process.h"
 
 namespace hengshi::router {
 namespace {
@@ -378,8 +377,8 @@ TEST_F(CalibrateTest, ReadErrorsNameFileAndLine) {
 void add_rows(std::vector<LabelledPrediction>& rows, const std::string& task,
               const std::string& intent, double confidence, int count, int passes) {
   for (int i = 0; i < count; ++i) {
-    rows.push_back(LabelledPrediction{task, i < passes ? intent : "other", intent, confidence,
-                                      false});
+    rows.push_back(
+        LabelledPrediction{task, i < passes ? intent : "other", intent, confidence, false});
   }
 }
 
@@ -389,8 +388,8 @@ void add_oos(std::vector<LabelledPrediction>& rows, const std::string& intent, d
              int count) {
   const std::string oos(kOutOfScopeIntent);
   for (int i = 0; i < count; ++i) {
-    rows.push_back(LabelledPrediction{"faq", oos, intent.empty() ? oos : intent, confidence,
-                                      intent.empty()});
+    rows.push_back(
+        LabelledPrediction{"faq", oos, intent.empty() ? oos : intent, confidence, intent.empty()});
   }
 }
 
@@ -533,7 +532,8 @@ TEST(CalibratePredictionsTest, ThinGroupKeepsTheEdgeWhereTheLegacyRuleSwitchedIt
   add_rows(rows, "faq", "refund", 0.95, 15, 14);
   add_rows(rows, "faq", "refund", 0.92, 5, 5);
 
-  const CalibrateReport legacy = calibrate_rows(rows, fixed_options(ThresholdRule::per_group_legacy));
+  const CalibrateReport legacy =
+      calibrate_rows(rows, fixed_options(ThresholdRule::per_group_legacy));
   EXPECT_EQ(legacy.rule, ThresholdRule::per_group_legacy);
   EXPECT_DOUBLE_EQ(legacy.file.default_band.high, 0.9);
   EXPECT_DOUBLE_EQ(legacy.file.intents.at("refund").high, kEdgeNever);
@@ -543,7 +543,8 @@ TEST(CalibratePredictionsTest, ThinGroupKeepsTheEdgeWhereTheLegacyRuleSwitchedIt
   const CalibrateReport shrunk = calibrate_rows(rows, fixed_options());
   EXPECT_DOUBLE_EQ(shrunk.file.default_band.high, 0.9);
   EXPECT_FALSE(shrunk.file.intents.count("refund"));
-  EXPECT_TRUE(contains(shrunk.file.notes.at("intent/refund"), "inherited")) << shrunk.file.notes.at("intent/refund");
+  EXPECT_TRUE(contains(shrunk.file.notes.at("intent/refund"), "inherited"))
+      << shrunk.file.notes.at("intent/refund");
   EXPECT_EQ(shrunk.final_policy.answered, 420u);
   EXPECT_NEAR(shrunk.final_policy.precision, 419.0 / 420, 1e-12);
   EXPECT_GT(shrunk.final_policy.coverage, legacy.final_policy.coverage);

@@ -23,8 +23,8 @@ bool contains(const std::string& text, std::string_view part) {
 void add_rows(std::vector<LabelledPrediction>& rows, double confidence, int count, int passes,
               const std::string& intent = "refund") {
   for (int i = 0; i < count; ++i) {
-    rows.push_back(LabelledPrediction{"faq", i < passes ? intent : "other", intent, confidence,
-                                      false});
+    rows.push_back(
+        LabelledPrediction{"faq", i < passes ? intent : "other", intent, confidence, false});
   }
 }
 
@@ -32,8 +32,8 @@ void add_rows(std::vector<LabelledPrediction>& rows, double confidence, int coun
 void add_oos_answered(std::vector<LabelledPrediction>& rows, double confidence, int count,
                       const std::string& intent = "refund") {
   for (int i = 0; i < count; ++i) {
-    rows.push_back(LabelledPrediction{"faq", std::string(kOutOfScopeIntent), intent, confidence,
-                                      false});
+    rows.push_back(
+        LabelledPrediction{"faq", std::string(kOutOfScopeIntent), intent, confidence, false});
   }
 }
 
@@ -119,8 +119,8 @@ TEST(ShrinkBandTest, TwoHundredRowsAtNinetyPercentAreMadeStricter) {
   const double upper = wilson_upper_bound(0.9, 200);
   EXPECT_LT(upper, 0.97);
   char expected[96];
-  std::snprintf(expected, sizeof expected, "stricter: Wilson upper %.3f < 0.970 at parent high 0.800",
-                upper);
+  std::snprintf(expected, sizeof expected,
+                "stricter: Wilson upper %.3f < 0.970 at parent high 0.800", upper);
   EXPECT_TRUE(contains(shrunk.reason, expected)) << shrunk.reason;
   EXPECT_TRUE(contains(shrunk.reason, "high 0.950")) << shrunk.reason;
 
