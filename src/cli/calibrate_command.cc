@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "edge/intent_engine.h"
@@ -19,6 +20,9 @@ struct CalibrateArgs {
   double target_precision = 0.97;
   std::size_t min_support = 20;
   std::string default_task_type = "faq";
+  double oos_share_value = 0;
+  std::optional<double> oos_share;  // unset: the data's own share (set from the option's count)
+  std::string rule = "hierarchical";
 };
 
 int fail(const std::string& message) {
@@ -35,6 +39,17 @@ int run_calibrate(const CalibrateArgs& args) {
     return fail(std::string("--target-precision must be in (0, 1] (got ") + got + ")");
   }
   if (args.min_support == 0) return fail("--min-support must be at least 1");
+  if (args.oos_share && !(*args.oos_share >= 0 && *args.oos_share < 1)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", *args.oos_share);
+    return fail(std::string("--oos-share must be in [0, 1) (got ") + got + ")");
+  }
+  router::ThresholdRule rule = router::ThresholdRule::hierarchical;
+  if (args.rule == "per-group") {
+    rule = router::ThresholdRule::per_group_legacy;
+  } else if (args.rule != "hierarchical") {
+    return fail("--rule must be hierarchical or per-group (got \"" + args.rule + "\")");
+  }
 
   auto rows = router::read_calibration_rows(args.data);
   if (!rows) return fail(rows.error().message);
@@ -45,6 +60,8 @@ int run_calibrate(const CalibrateArgs& args) {
   options.target_precision = args.target_precision;
   options.min_support = args.min_support;
   options.default_task_type = args.default_task_type;
+  options.rule = rule;
+  options.oos_share = args.oos_share;
   auto report = router::calibrate_thresholds(**engine, *rows, options);
   if (!report) return fail(report.error().message);
 
@@ -78,7 +95,17 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
                         "rows a task type or intent needs for a band of its own (default 20)");
   calibrate->add_option("--default-task-type", args->default_task_type,
                         "task type of rows without one (default faq)");
-  calibrate->callback([args, &exit_code] { exit_code = run_calibrate(*args); });
+  CLI::Option* oos_share =
+      calibrate->add_option("--oos-share", args->oos_share_value,
+                            "out-of-scope share of the traffic to fit for, in [0, 1): out-of-scope "
+                            "rows are reweighted to it (default: the data's own share)");
+  calibrate->add_option("--rule", args->rule,
+                        "hierarchical (default: groups keep their parent's band unless their rows "
+                        "show otherwise) or per-group (the rule before issue 10)");
+  calibrate->callback([args, oos_share, &exit_code] {
+    if (oos_share->count() > 0) args->oos_share = args->oos_share_value;
+    exit_code = run_calibrate(*args);
+  });
 }
 
 }  // namespace hengshi::cli

@@ -1,7 +1,5 @@
 #include "router/calibrate.h"
 
-#include "core/json_lines.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -13,11 +11,12 @@
 #include <string_view>
 #include <utility>
 
+#include "core/json_lines.h"
+
 namespace hengshi::router {
 namespace {
 
 constexpr std::size_t kReportColumns = 100;  // the inherited-group list wraps at this width
-
 
 // The key of a group in file.notes and in the printed report.
 std::string group_name(std::string_view kind, std::string_view key) {
@@ -34,25 +33,15 @@ Band band_of(const FitResult& fit) {
   return band;
 }
 
-// One-sided 95% Wilson lower bound of a pass rate: what `passes` of `answered` can *show*.
-double wilson_lower_bound(std::size_t passes, std::size_t answered) {
-  if (answered == 0) return 0.0;
-  constexpr double z = 1.6448536;  // one-sided 95%
-  const double n = static_cast<double>(answered);
-  const double p = static_cast<double>(passes) / n;
-  const double centre = p + z * z / (2 * n);
-  const double spread = z * std::sqrt(p * (1 - p) / n + z * z / (4 * n * n));
-  return (centre - spread) / (1 + z * z / n);
-}
-
-// Fits a group's rows, or records it as inherited when it has too few. Returns the band to write.
-// A group may be stricter than `floor` freely, but looser only when its own rows show the target
-// with 95% confidence (Wilson): 20 of 20 right is consistent with a true precision near 0.86, and
-// bench/router measured small intent groups with loose bands missing the target on unseen data.
-std::optional<Band> fit_group(std::string_view kind, const std::string& key,
-                              const std::vector<LabelledPrediction>& rows,
-                              const CalibrateOptions& options, CalibrateReport& report,
-                              const Band* floor = nullptr) {
+// Legacy rule: fits a group's rows, or records it as inherited when it has too few. Returns the
+// band to write. A group may be stricter than `floor` freely, but looser only when its own rows
+// show the target with 95% confidence (Wilson): 20 of 20 right is consistent with a true
+// precision near 0.88, and bench/router measured small intent groups with loose bands missing
+// the target on unseen data.
+std::optional<Band> fit_group_legacy(std::string_view kind, const std::string& key,
+                                     const std::vector<LabelledPrediction>& rows,
+                                     const CalibrateOptions& options, CalibrateReport& report,
+                                     const Band* floor = nullptr) {
   const std::string name = group_name(kind, key);
   if (rows.size() < options.min_support) {
     report.inherited.push_back(InheritedGroup{std::string(kind), key, rows.size()});
@@ -65,19 +54,15 @@ std::optional<Band> fit_group(std::string_view kind, const std::string& key,
   if (!group.fit.note.empty()) report.file.notes[name] = group.fit.note;
   Band band = band_of(group.fit);
   if (floor != nullptr && band.high < floor->high) {
-    std::size_t answered = 0, passes = 0;
-    for (const auto& row : rows) {
-      if (!is_answered(row) || row.confidence < band.high) continue;
-      ++answered;
-      if (is_edge_pass(row)) ++passes;
-    }
-    const double bound = wilson_lower_bound(passes, answered);
+    const Tally above = answered_at_or_above(rows, band.high);
+    const double bound = wilson_lower_bound(above.precision(), above.effective_n());
     if (bound < options.target_precision) {
       char note[200];
       std::snprintf(note, sizeof note,
-                    "high %.3f kept at the default %.3f: %zu/%zu right above it shows only %.3f "
+                    "high %.3f kept at the default %.3f: %.0f/%.0f right above it shows only %.3f "
                     "(95%% Wilson lower bound) < target %.2f",
-                    band.high, floor->high, passes, answered, bound, options.target_precision);
+                    band.high, floor->high, above.pass_weight, above.weight, bound,
+                    options.target_precision);
       report.file.notes[name] = note;
       group.fit.note = note;
       band.high = floor->high;
@@ -85,8 +70,39 @@ std::optional<Band> fit_group(std::string_view kind, const std::string& key,
     }
   }
   group.band = band;
+  group.reason = group.fit.note;
+  const Tally at_high = answered_at_or_above(rows, band.high);
+  double total_weight = 0;
+  for (const auto& row : rows) total_weight += row.weight;
+  group.precision_at_high = at_high.precision();
+  group.coverage_at_high = total_weight > 0 ? at_high.weight / total_weight : 0;
   report.groups.push_back(std::move(group));
   return band;
+}
+
+// Hierarchical rule: shrinks a group toward its parent's band (shrink_band). Returns the band
+// to write, or nullopt when the group inherits (the lookup then falls back to the parent).
+std::optional<Band> fit_group_shrunk(std::string_view kind, const std::string& key,
+                                     const std::vector<LabelledPrediction>& rows,
+                                     const std::string& parent_name, const Band& parent,
+                                     const CalibrateOptions& options, CalibrateReport& report) {
+  const std::string name = group_name(kind, key);
+  ShrinkResult shrunk = shrink_band(rows, parent, options.target_precision, options.min_support);
+  GroupFit group{std::string(kind), key, std::move(shrunk.fit)};
+  group.band = shrunk.band;
+  group.written = !is_inherited(shrunk.rule);
+  group.rule = shrunk.rule;
+  group.parent = parent_name;
+  group.reason = shrunk.reason;
+  group.precision_at_high = shrunk.precision_at_high;
+  group.coverage_at_high = shrunk.coverage_at_high;
+  report.file.notes[name] = shrunk.reason;
+  if (!group.written) {
+    report.inherited.push_back(InheritedGroup{std::string(kind), key, rows.size()});
+  }
+  report.groups.push_back(std::move(group));
+  if (is_inherited(shrunk.rule)) return std::nullopt;
+  return shrunk.band;
 }
 
 [[gnu::format(printf, 2, 3)]] void append_format(std::string& out, const char* format, ...) {
@@ -105,7 +121,7 @@ std::optional<Band> fit_group(std::string_view kind, const std::string& key,
   va_end(args);
 }
 
-void append_group(std::string& out, const GroupFit& group) {
+void append_group(std::string& out, const GroupFit& group, bool hierarchical) {
   const FitResult& fit = group.fit;
   append_format(out, "\n%s: %zu samples\n", group_name(group.kind, group.key).c_str(), fit.samples);
   append_format(out, "  %-12s %7s %9s %10s\n", "confidence", "share", "answered", "pass rate");
@@ -127,11 +143,218 @@ void append_group(std::string& out, const GroupFit& group) {
     append_format(out, "  high %.3f  low %.3f  ", band.high, band.low);
   }
   append_format(out, "precision@high %.3f  coverage@high %.3f  monotonic %s\n",
-                fit.precision_at_high, fit.coverage_at_high, fit.monotonic ? "yes" : "no");
-  if (!fit.note.empty()) append_format(out, "  note: %s\n", fit.note.c_str());
+                group.precision_at_high, group.coverage_at_high, fit.monotonic ? "yes" : "no");
+  if (hierarchical) {
+    append_format(out, "  rule: %s\n", group.reason.c_str());
+  } else if (!fit.note.empty()) {
+    append_format(out, "  note: %s\n", fit.note.c_str());
+  }
+}
+
+// One line per group: what the router will use for its rows and which rule said so.
+void append_rule_table(std::string& out, const CalibrateReport& report) {
+  append_format(out, "\ngroups (%zu; band = what the router uses for the group's rows):\n",
+                report.groups.size());
+  append_format(out, "  %-40s %6s %6s %6s  %s\n", "group", "rows", "high", "low", "rule");
+  for (const GroupFit& group : report.groups) {
+    const std::string name = group_name(group.kind, group.key);
+    append_format(out, "  %-40s %6zu %6.3f %6.3f  %s\n", name.c_str(), group.fit.samples,
+                  group.band.high, group.band.low, group.reason.c_str());
+  }
+}
+
+void append_policy(std::string& out, const CalibrateReport& report) {
+  const PolicyFigures& policy = report.final_policy;
+  append_format(out,
+                "\nfinal policy on the calibration rows (out-of-scope share %.3f; data %.3f):\n"
+                "  edge coverage %.3f  precision %.3f  out-of-scope leak %.3f  in-scope "
+                "coverage %.3f  (%zu of %zu rows answered)\n",
+                report.oos_share, report.data_oos_share, policy.coverage, policy.precision,
+                policy.oos_leak, policy.in_scope_coverage, policy.answered, report.rows);
+  if (report.shift.empty()) {
+    out += "  prior shift: no out-of-scope rows, so the leak under shift cannot be measured\n";
+    return;
+  }
+  append_format(out,
+                "\nprior shift (the final policy, rows reweighted to each share; target %.3f):\n",
+                report.file.target_precision);
+  append_format(out, "  %-9s %9s %9s %9s\n", "oos share", "precision", "coverage", "oos leak");
+  for (const PolicyFigures& shifted : report.shift) {
+    append_format(out, "  %-9.2f %9.3f %9.3f %9.3f%s\n", shifted.oos_share, shifted.precision,
+                  shifted.coverage, shifted.oos_leak,
+                  shifted.precision + 1e-9 < report.file.target_precision ? "  < target" : "");
+  }
 }
 
 }  // namespace
+
+std::string_view to_string(ThresholdRule rule) {
+  return rule == ThresholdRule::per_group_legacy ? "per_group_legacy" : "hierarchical";
+}
+
+PolicyFigures evaluate_policy(const Thresholds& thresholds,
+                              const std::vector<LabelledPrediction>& rows,
+                              std::optional<double> oos_share) {
+  std::size_t in_scope = 0, in_scope_answered = 0, in_scope_passes = 0;
+  std::size_t out_of_scope = 0, out_of_scope_answered = 0;
+  PolicyFigures figures;
+  for (const LabelledPrediction& row : rows) {
+    const bool answered =
+        is_answered(row) && thresholds.classify(row.confidence, row.task_type,
+                                                row.intent_predicted) == ConfidenceLevel::high;
+    figures.answered += answered ? 1 : 0;
+    if (row.intent_true == kOutOfScopeIntent) {
+      ++out_of_scope;
+      out_of_scope_answered += answered ? 1 : 0;
+    } else {
+      ++in_scope;
+      in_scope_answered += answered ? 1 : 0;
+      in_scope_passes += answered && is_edge_pass(row) ? 1 : 0;
+    }
+  }
+  const auto ratio = [](std::size_t part, std::size_t whole) {
+    return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
+  };
+  const double share = oos_share.value_or(ratio(out_of_scope, rows.size()));
+  figures.oos_share = share;
+  figures.in_scope_coverage = ratio(in_scope_answered, in_scope);
+  figures.oos_leak = ratio(out_of_scope_answered, out_of_scope);
+  figures.coverage = (1 - share) * figures.in_scope_coverage + share * figures.oos_leak;
+  const double passes = (1 - share) * ratio(in_scope_passes, in_scope);
+  figures.precision = figures.coverage > 0 ? passes / figures.coverage : 0;
+  return figures;
+}
+
+Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> rows,
+                                              const CalibrateOptions& options) {
+  if (!(options.target_precision > 0 && options.target_precision <= 1)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", options.target_precision);
+    return Error{"invalid_argument",
+                 std::string("target precision must be in (0, 1] (got ") + got + ")"};
+  }
+  if (options.min_support == 0) {
+    return Error{"invalid_argument", "min support must be at least 1"};
+  }
+  if (rows.empty()) return Error{"data_invalid", "no usable rows to calibrate on"};
+
+  CalibrateReport report;
+  report.rows = rows.size();
+  report.min_support = options.min_support;
+  report.rule = options.rule;
+  for (auto& row : rows) row.weight = 1;
+  report.data_oos_share = oos_share_of(rows);
+  report.oos_share = options.oos_share.value_or(report.data_oos_share);
+  if (options.oos_share) {
+    if (Status status = reweight_to_oos_share(rows, *options.oos_share); !status) {
+      return status.error();
+    }
+  }
+
+  // Groups of row copies: calibration sets are thousands of rows, and copies keep each group a
+  // plain vector for fit_band.
+  std::map<std::string, std::vector<LabelledPrediction>> by_task_type;
+  std::map<std::string, std::vector<LabelledPrediction>> by_intent;
+  std::map<std::string, std::map<std::string, std::vector<LabelledPrediction>>> by_task_intent;
+  for (const LabelledPrediction& row : rows) {
+    by_task_type[row.task_type].push_back(row);
+    // The edge never answers an out-of-scope prediction, so __oos__ gets no band of its own.
+    if (is_answered(row)) {
+      by_intent[row.intent_predicted].push_back(row);
+      by_task_intent[row.intent_predicted][row.task_type].push_back(row);
+    }
+  }
+
+  ThresholdsFile& file = report.file;
+  file.target_precision = options.target_precision;
+  if (options.rule == ThresholdRule::per_group_legacy) {
+    if (auto band = fit_group_legacy("default", "", rows, options, report)) {
+      file.default_band = *band;
+    }
+    for (const auto& [task_type, group_rows] : by_task_type) {
+      if (auto band = fit_group_legacy("task_type", task_type, group_rows, options, report,
+                                       &file.default_band)) {
+        file.task_types.emplace(task_type, *band);
+      }
+    }
+    for (const auto& [intent, group_rows] : by_intent) {
+      if (auto band =
+              fit_group_legacy("intent", intent, group_rows, options, report, &file.default_band)) {
+        file.intents.emplace(intent, *band);
+      }
+    }
+  } else {
+    // The root is fitted as before: all rows are the most evidence there is.
+    GroupFit root{"default", "", fit_band(rows, options.target_precision, options.min_support)};
+    root.band = band_of(root.fit);
+    root.reason = root.fit.note.empty() ? "fitted: the lowest threshold meeting the target"
+                                        : "fitted: " + root.fit.note;
+    root.precision_at_high = root.fit.precision_at_high;
+    root.coverage_at_high = root.fit.coverage_at_high;
+    if (!root.fit.note.empty()) file.notes["default"] = root.fit.note;
+    file.default_band = root.band;
+    report.groups.push_back(std::move(root));
+    for (const auto& [task_type, group_rows] : by_task_type) {
+      if (auto band = fit_group_shrunk("task_type", task_type, group_rows, "default",
+                                       file.default_band, options, report)) {
+        file.task_types.emplace(task_type, *band);
+      }
+    }
+    for (const auto& [intent, group_rows] : by_intent) {
+      if (auto band = fit_group_shrunk("intent", intent, group_rows, "default", file.default_band,
+                                       options, report)) {
+        file.intents.emplace(intent, *band);
+      }
+    }
+    for (const auto& [intent, tasks] : by_task_intent) {
+      if (tasks.size() < 2) continue;  // one task type: the same rows as the intent group
+      for (const auto& [task_type, group_rows] : tasks) {
+        // "task/intent" is the file's key: a name holding '/' could not be read back.
+        if (task_type.find('/') != std::string::npos || intent.find('/') != std::string::npos) {
+          continue;
+        }
+        // The parent is what Thresholds::band falls back to without this entry.
+        std::string parent_name = "default";
+        Band parent = file.default_band;
+        if (const auto it = file.intents.find(intent); it != file.intents.end()) {
+          parent_name = group_name("intent", intent);
+          parent = it->second;
+        } else if (const auto task = file.task_types.find(task_type);
+                   task != file.task_types.end()) {
+          parent_name = group_name("task_type", task_type);
+          parent = task->second;
+        }
+        const std::string key = task_type + "/" + intent;
+        if (auto band = fit_group_shrunk("task_intent", key, group_rows, parent_name, parent,
+                                         options, report)) {
+          file.task_intents.emplace(key, *band);
+        }
+      }
+    }
+  }
+
+  char shares[160];
+  std::snprintf(shares, sizeof shares,
+                "rule %s; out-of-scope share %.3f (calibration data %.3f); min support %zu",
+                std::string(to_string(options.rule)).c_str(), report.oos_share,
+                report.data_oos_share, options.min_support);
+  file.notes["calibration"] = shares;
+  char share[32];
+  std::snprintf(share, sizeof share, "%.3f", report.oos_share);
+  file.notes["oos_share"] = share;
+
+  file.version =
+      make_thresholds_version(file, options.now.value_or(std::chrono::system_clock::now()));
+  auto thresholds = Thresholds::create(file, "calibrate");
+  if (!thresholds) return thresholds.error();
+  report.final_policy = evaluate_policy(*thresholds, rows, report.oos_share);
+  if (report.data_oos_share > 0) {
+    for (double shifted : kShiftShares) {
+      report.shift.push_back(evaluate_policy(*thresholds, rows, shifted));
+    }
+  }
+  return report;
+}
 
 Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                              const std::vector<CalibrationRow>& rows,
@@ -149,15 +372,12 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
     return Error{"invalid_argument", "default task type must not be empty"};
   }
 
-  CalibrateReport report;
-  report.min_support = options.min_support;
-  std::vector<LabelledPrediction> all;
-  all.reserve(rows.size());
-  std::map<std::string, std::vector<LabelledPrediction>> by_task_type;
-  std::map<std::string, std::vector<LabelledPrediction>> by_intent;
+  std::size_t skipped = 0;
+  std::vector<LabelledPrediction> predictions;
+  predictions.reserve(rows.size());
   for (const CalibrationRow& row : rows) {
     if (is_blank(row.text) || is_blank(row.intent)) {
-      ++report.skipped;
+      ++skipped;
       continue;
     }
     const edge::IntentPrediction prediction = engine.predict(row.text);
@@ -167,35 +387,21 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
     labelled.intent_predicted = prediction.intent;
     labelled.confidence = prediction.confidence;
     labelled.predicted_oos = prediction.is_oos;
-    by_task_type[labelled.task_type].push_back(labelled);
-    // The edge never answers an out-of-scope prediction, so __oos__ gets no band of its own.
-    if (is_answered(labelled)) by_intent[labelled.intent_predicted].push_back(labelled);
-    all.push_back(std::move(labelled));
+    predictions.push_back(std::move(labelled));
   }
-  report.rows = all.size();
-  if (all.empty()) {
+  if (predictions.empty()) {
     return Error{"data_invalid",
-                 "no usable rows to calibrate on (" + std::to_string(report.skipped) + " skipped)"};
+                 "no usable rows to calibrate on (" + std::to_string(skipped) + " skipped)"};
   }
-
-  ThresholdsFile& file = report.file;
+  auto report = calibrate_predictions(std::move(predictions), options);
+  if (!report) return report.error();
+  report->skipped = skipped;
+  ThresholdsFile& file = report->file;
   file.model_version = engine.model_version();
-  file.target_precision = options.target_precision;
-  if (auto band = fit_group("default", "", all, options, report)) file.default_band = *band;
-  for (const auto& [task_type, group_rows] : by_task_type) {
-    if (auto band = fit_group("task_type", task_type, group_rows, options, report, &file.default_band)) {
-      file.task_types.emplace(task_type, *band);
-    }
-  }
-  for (const auto& [intent, group_rows] : by_intent) {
-    if (auto band = fit_group("intent", intent, group_rows, options, report, &file.default_band)) {
-      file.intents.emplace(intent, *band);
-    }
-  }
   file.version =
       make_thresholds_version(file, options.now.value_or(std::chrono::system_clock::now()));
   if (Status status = validate_thresholds(file, "calibrate"); !status) return status.error();
-  return report;
+  return *std::move(report);
 }
 
 Result<std::vector<CalibrationRow>> read_calibration_rows(const std::string& path) {
@@ -205,7 +411,8 @@ Result<std::vector<CalibrationRow>> read_calibration_rows(const std::string& pat
     if (std::string why = required_string(json, "text", row.text); !why.empty()) return why;
     if (std::string why = required_string(json, "intent", row.intent); !why.empty()) return why;
     if (const auto it = json.find("task_type"); it != json.end() && !it->is_null()) {
-      if (std::string why = required_string(json, "task_type", row.task_type); !why.empty()) return why;
+      if (std::string why = required_string(json, "task_type", row.task_type); !why.empty())
+        return why;
     }
     rows.push_back(std::move(row));
     return std::string();
@@ -217,12 +424,21 @@ Result<std::vector<CalibrationRow>> read_calibration_rows(const std::string& pat
 std::string format_calibrate_report(const CalibrateReport& report) {
   std::string out;
   const ThresholdsFile& file = report.file;
+  const bool hierarchical = report.rule == ThresholdRule::hierarchical;
   append_format(out, "calibrated %zu rows (%zu skipped) with model %s\n", report.rows,
                 report.skipped, file.model_version.c_str());
-  append_format(out, "target precision %.3f, min support %zu; thresholds %s\n",
-                file.target_precision, report.min_support, file.version.c_str());
-  for (const GroupFit& group : report.groups) append_group(out, group);
-  if (!report.inherited.empty()) {
+  append_format(out, "target precision %.3f, min support %zu, rule %s; thresholds %s\n",
+                file.target_precision, report.min_support,
+                std::string(to_string(report.rule)).c_str(), file.version.c_str());
+  for (const GroupFit& group : report.groups) {
+    // Hierarchical: inherited groups use their parent's band and may be many (one per intent);
+    // the rule table lists them with why.
+    if (hierarchical && group.kind != "default" && !group.written) continue;
+    append_group(out, group, hierarchical);
+  }
+  if (hierarchical) {
+    append_rule_table(out, report);
+  } else if (!report.inherited.empty()) {
     append_format(out, "\ninherited (fewer than %zu rows, no band written):\n ",
                   report.min_support);
     std::size_t line_length = 1;
@@ -238,6 +454,7 @@ std::string format_calibrate_report(const CalibrateReport& report) {
     }
     out += "\n";
   }
+  append_policy(out, report);
   return out;
 }
 

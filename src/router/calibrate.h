@@ -1,7 +1,19 @@
 // `hengshi calibrate`: runs an intent model over labelled rows and fits the confidence bands of a
-// thresholds file (thresholds.h) with fit_band (threshold_fit.h): the default band on all rows,
-// then one band per task type and per predicted intent with enough rows. Groups with fewer rows
-// inherit the next level's band and are not written.
+// thresholds file (thresholds.h): the default band on all rows with fit_band (threshold_fit.h),
+// then the task types, predicted intents and task type × intent groups. Two rules:
+//  - hierarchical (the default): each group shrinks toward its parent (shrink_band): it keeps the
+//    parent's band, and gets no entry in the file, unless its own rows show it below target
+//    (stricter) or above target lower down (looser) with 95% Wilson confidence. Parents: the
+//    default for task types and intents; for task type × intent, the band the lookup would use
+//    without it (Thresholds::band precedence): the intent's if written, else the task type's,
+//    else the default. Task type × intent groups are fitted only for intents seen under more than
+//    one task type (otherwise they are the intent group again).
+//  - per_group_legacy (the rule before issue 10, kept for comparison): fit_band per group with
+//    >= min_support rows, looser than the default only with a Wilson lower bound over target;
+//    thin groups could switch the edge off (high 1.01) on 20 rows.
+// Rows may be reweighted to another out-of-scope share first (prior shift, options.oos_share).
+// After fitting, the whole policy is applied back to the rows (final_policy) and to 5/10/20/30%
+// out-of-scope shares (shift), so the operator sees the policy, not only its parts.
 //
 // Pure functions over values; the engine is only read (IntentEngine::predict is thread-safe).
 #pragma once
@@ -10,6 +22,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -26,48 +39,102 @@ struct CalibrationRow {
   std::string task_type;  // empty when the row has none (CalibrateOptions::default_task_type)
 };
 
+enum class ThresholdRule { hierarchical, per_group_legacy };
+std::string_view to_string(ThresholdRule rule);  // "hierarchical" | "per_group_legacy"
+
 struct CalibrateOptions {
   double target_precision = 0.97;  // edge precision each band's `high` must reach, in (0, 1]
   std::size_t min_support = 20;    // rows a group needs for a band of its own, and answers at high
   std::string default_task_type = "faq";  // task type of rows without one
+  ThresholdRule rule = ThresholdRule::hierarchical;
+  // The out-of-scope share of the traffic the thresholds are for, in [0, 1): rows are reweighted
+  // to it (reweight_to_oos_share) before fitting. Unset = the calibration data's own share.
+  std::optional<double> oos_share;
   // Timestamp of the thresholds version; unset = the system clock (set in tests for stable output).
   std::optional<std::chrono::system_clock::time_point> now;
 };
 
 struct GroupFit {
-  std::string kind;  // "default" | "task_type" | "intent"
-  std::string key;   // task type or intent; empty for "default"
-  FitResult fit;
-  Band band;  // the band written: the fit's, kept at the default's high when the group's own
-              // rows cannot show the target precision (95% Wilson lower bound)
+  std::string kind;  // "default" | "task_type" | "intent" | "task_intent"
+  std::string key;   // task type, intent or "task/intent"; empty for "default"
+  FitResult fit;     // fit_band of the group's rows alone (its buckets are the table's)
+  // The group's band: written to the file unless `written` is false (inherited: the parent's
+  // band, which the lookup falls back to). Legacy: the fit's, kept at the default's high when
+  // the group's own rows cannot show the target precision (95% Wilson lower bound).
+  Band band;
+  bool written = true;
+  BandRule rule = BandRule::fitted;  // legacy groups are all "fitted"
+  std::string parent;                // the parent group's name; empty for the default
+  std::string reason;                // which rule set the band, one line (hierarchical)
+  double precision_at_high = 0;      // the group's (weighted) precision at band.high
+  double coverage_at_high = 0;       // the group's (weighted) share answered at band.high
 };
 
-// A group with fewer than min_support rows: no band written, it inherits.
+// A group without a band of its own in the file: it inherits. Legacy: fewer than min_support
+// rows; hierarchical: every group whose rule is inherited.
 struct InheritedGroup {
-  std::string kind;  // "task_type" | "intent"
+  std::string kind;  // "task_type" | "intent" | "task_intent"
   std::string key;
   std::size_t samples = 0;
 };
 
+// The whole policy applied to labelled rows: the edge answers a row when the model predicts it
+// in scope and its confidence reaches the high of the band Thresholds::band picks for it.
+struct PolicyFigures {
+  double oos_share = 0;          // out-of-scope share of the traffic the figures are for
+  double coverage = 0;           // share of the traffic the edge answers
+  double precision = 0;          // edge passes / edge answers; 0 when it answers nothing
+  double oos_leak = 0;           // share of out-of-scope traffic the edge answers
+  double in_scope_coverage = 0;  // share of in-scope traffic the edge answers
+  std::size_t answered = 0;      // rows the edge answers (a count, not reweighted)
+};
+
+// Applies `thresholds` to `rows` (their weights are ignored) and reweights the two populations
+// to `oos_share` (unset: the rows' own out-of-scope share): with c = in-scope coverage, q = the
+// in-scope rows' pass share, L = leak, S = share, coverage = (1-S)c + S*L and precision =
+// (1-S)q / coverage. Rows without out-of-scope examples have leak 0.
+PolicyFigures evaluate_policy(const Thresholds& thresholds,
+                              const std::vector<LabelledPrediction>& rows,
+                              std::optional<double> oos_share = std::nullopt);
+
+inline constexpr double kShiftShares[] = {0.05, 0.10, 0.20, 0.30};  // the report's shift table
+
 struct CalibrateReport {
-  ThresholdsFile file;           // validated; ready for write_thresholds_file
-  std::vector<GroupFit> groups;  // default first, then task types, then intents (sorted)
+  ThresholdsFile file;  // validated; ready for write_thresholds_file
+  // Default first, then task types, intents and task type × intent groups (each sorted).
+  // Legacy: only the groups with >= min_support rows; hierarchical: every group.
+  std::vector<GroupFit> groups;
   std::vector<InheritedGroup> inherited;
   std::size_t rows = 0;         // rows predicted and fitted
   std::size_t skipped = 0;      // rows with an empty text or intent, left out
   std::size_t min_support = 0;  // the option the groups were cut with
+  ThresholdRule rule = ThresholdRule::hierarchical;
+  double data_oos_share = 0;   // the calibration rows' own out-of-scope share
+  double oos_share = 0;        // the share the rows were weighted to (= data_oos_share if unset)
+  PolicyFigures final_policy;  // the written policy on the rows, at oos_share
+  std::vector<PolicyFigures> shift;  // the same at kShiftShares; empty without out-of-scope rows
 };
 
 // Predicts every row with `engine` and fits the bands. A per-intent group holds the rows whose
 // PREDICTED intent (in scope) is that intent, since that is what its band gates at serve time.
-// An unreachable fit gives high = kEdgeNever (1.01) for its group. file.notes holds each fit's
-// note and each inherited group's reason, keyed "default", "task_type/<name>", "intent/<name>".
-// file.model_version = engine.model_version(); file.version from make_thresholds_version.
+// An unreachable fit gives high = kEdgeNever (1.01) for its group. file.notes holds each group's
+// note or rule, keyed "default", "task_type/<name>", "intent/<name>", "task_intent/<t>/<i>", and
+// "oos_share" (the share fitted for, "%.3f") and "calibration" (rule, shares, min support): the
+// file format is unchanged. file.model_version = engine.model_version(); file.version from
+// make_thresholds_version.
 // Errors: "invalid_argument" (target_precision not in (0, 1], min_support 0, empty
-// default_task_type), "data_invalid" (no usable rows).
+// default_task_type, oos_share not in [0, 1) or set > 0 with no out-of-scope rows),
+// "data_invalid" (no usable rows).
 Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                              const std::vector<CalibrationRow>& rows,
                                              const CalibrateOptions& options);
+
+// The fitting itself, over predictions already made (calibrate_thresholds predicts, then calls
+// this; tests and benches may call it directly). The rows' weights are replaced (set from
+// options.oos_share). Same errors ("data_invalid": no rows); rows = rows.size(), skipped = 0;
+// file.model_version is left empty, file.version is made from options.now.
+Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> rows,
+                                              const CalibrateOptions& options);
 
 // Reads JSON Lines rows; other fields (e.g. "answer") are ignored and blank lines skipped. Errors
 // (code "data_invalid") are "<path>:<line>: why" (or "<path>: why"): unreadable or empty file,
@@ -78,6 +145,8 @@ Result<std::vector<CalibrationRow>> read_calibration_rows(const std::string& pat
 // The table `hengshi calibrate` prints: per group its buckets (confidence range, share of the
 // group's samples, answered, edge pass rate; empty buckets left out), then the chosen high/low,
 // precision and coverage at high, the monotonic flag and the fit's note; then inherited groups.
+// Hierarchical: buckets for the default and every group with a band of its own,
+// then one row per group (rows, band, rule and why); then the final policy and the shift table.
 std::string format_calibrate_report(const CalibrateReport& report);
 
 }  // namespace hengshi::router

@@ -76,6 +76,64 @@ TEST_F(CliRouteTest, CalibratePrintsTheFitTableAndWritesAVersionedFile) {
   EXPECT_FALSE(file["model_version"].get<std::string>().empty());
 }
 
+TEST_F(CliRouteTest, CalibratePrintsRulesFinalPolicyAndPriorShift) {
+  // The suite's own run: hierarchical by default, with the policy's figures and the shift table.
+  EXPECT_NE(log_->find("rule hierarchical"), std::string::npos) << *log_;
+  EXPECT_NE(log_->find("final policy on the calibration rows"), std::string::npos) << *log_;
+  EXPECT_NE(log_->find("prior shift"), std::string::npos) << *log_;
+  json file = json::parse(std::ifstream(*dir_ + "/thresholds.json"));
+  EXPECT_TRUE(file["notes"].contains("oos_share")) << file.dump();
+  EXPECT_NE(file["notes"]["calibration"].get<std::string>().find("rule hierarchical"),
+            std::string::npos);
+
+  const std::string hengshi = binary_path("src/cli/hengshi");
+  const std::vector<std::string> base = {hengshi, "calibrate", "--model", *dir_ + "/model",
+                                         "--data", source_path("data/demo_faq.jsonl"),
+                                         "--target-precision", "0.95"};
+  auto with = [&](std::vector<std::string> extra, const std::string& out) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--out", *dir_ + "/" + out});
+    return ChildProcess::run(args);
+  };
+  auto shifted = with({"--oos-share", "0.3"}, "shifted.json");
+  ASSERT_EQ(shifted.exit_code, 0) << shifted.output;
+  json shifted_file = json::parse(std::ifstream(*dir_ + "/shifted.json"));
+  EXPECT_EQ(shifted_file["notes"]["oos_share"], "0.300") << shifted_file.dump();
+  EXPECT_NE(shifted.stdout_text.find("out-of-scope share 0.300"), std::string::npos)
+      << shifted.stdout_text;
+
+  auto legacy = with({"--rule", "per-group"}, "legacy.json");
+  ASSERT_EQ(legacy.exit_code, 0) << legacy.output;
+  EXPECT_NE(legacy.stdout_text.find("rule per_group_legacy"), std::string::npos)
+      << legacy.stdout_text;
+
+  auto bad_rule = with({"--rule", "loose"}, "bad.json");
+  EXPECT_EQ(bad_rule.exit_code, 2) << bad_rule.output;
+  EXPECT_NE(bad_rule.output.find("--rule"), std::string::npos) << bad_rule.output;
+  auto bad_share = with({"--oos-share", "1.5"}, "bad.json");
+  EXPECT_EQ(bad_share.exit_code, 2) << bad_share.output;
+  EXPECT_NE(bad_share.output.find("--oos-share must be in [0, 1)"), std::string::npos)
+      << bad_share.output;
+
+  // Data without out-of-scope rows cannot be reweighted to another share: a clear refusal.
+  const std::string in_scope = *dir_ + "/in_scope.jsonl";
+  {
+    std::ifstream all(source_path("data/demo_faq.jsonl"));
+    std::ofstream out(in_scope);
+    std::string line;
+    while (std::getline(all, line)) {
+      if (line.find("__oos__") == std::string::npos) out << line << "\n";
+    }
+  }
+  auto refused = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+                                    in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
+                                    "--out", *dir_ + "/refused.json"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("needs out-of-scope rows"), std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(*dir_ + "/refused.json"));
+}
+
 TEST_F(CliRouteTest, OneDecisionPerLineWithRouteReasonIntentAndConfidence) {
   auto decisions = route({
       R"({"text": "我的订单到哪了"})",

@@ -1,8 +1,6 @@
 #include "router/calibrate.h"
 
 #include <gtest/gtest.h>
-
-#include "support/child_process.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include <set>
 
 #include "edge/intent_trainer.h"
+#include "support/child_process.h"
 
 namespace hengshi::router {
 namespace {
@@ -144,9 +143,14 @@ TEST_F(CalibrateTest, FileFromTrainingDataValidatesAndNamesTheModel) {
   ASSERT_FALSE(report.groups.empty());
   EXPECT_EQ(report.groups.front().kind, "default");
   EXPECT_EQ(report.groups.front().fit.samples, 50u);
-  // No row names a task type, so all 50 fall in the default one.
-  ASSERT_EQ(file.task_types.size(), 1u);
-  EXPECT_TRUE(file.task_types.count("faq"));
+  // No row names a task type, so all 50 fall in the default one: the default's own rows, so it
+  // keeps the default band and gets no entry.
+  EXPECT_TRUE(file.task_types.empty());
+  ASSERT_GE(report.groups.size(), 2u);
+  EXPECT_EQ(report.groups[1].kind, "task_type");
+  EXPECT_EQ(report.groups[1].key, "faq");
+  EXPECT_EQ(report.groups[1].parent, "default");
+  EXPECT_TRUE(is_inherited(report.groups[1].rule)) << report.groups[1].reason;
   EXPECT_TRUE(file.task_intents.empty());
   EXPECT_FALSE(file.intents.count(std::string(kOutOfScopeIntent)));
 }
@@ -157,10 +161,11 @@ TEST_F(CalibrateTest, SameRowsGiveTheSameFile) {
   EXPECT_EQ(thresholds_to_json(first.file), thresholds_to_json(second.file));
 }
 
-TEST_F(CalibrateTest, PerGroupBandsOnlyWhereSupportSuffices) {
+TEST_F(CalibrateTest, LegacyRuleGivesBandsOnlyWhereSupportSuffices) {
   const std::vector<CalibrationRow> rows = mixed_support_rows();
   CalibrateOptions calibrate_options = options(0.9);
   calibrate_options.default_task_type = "general";
+  calibrate_options.rule = ThresholdRule::per_group_legacy;
   const CalibrateReport report = calibrate(rows, calibrate_options);
   const ThresholdsFile& file = report.file;
   ASSERT_EQ(report.min_support, 20u);
@@ -217,6 +222,34 @@ TEST_F(CalibrateTest, PerGroupBandsOnlyWhereSupportSuffices) {
   EXPECT_TRUE(contains(table, "task_type/orders (10)")) << table;
 }
 
+TEST_F(CalibrateTest, HierarchicalRuleWritesOnlyGroupsWithEvidence) {
+  const CalibrateReport report = calibrate(mixed_support_rows(), options(0.9));
+  const ThresholdsFile& file = report.file;
+  EXPECT_EQ(report.rule, ThresholdRule::hierarchical);
+  std::size_t inherited = 0;
+  for (const GroupFit& group : report.groups) {
+    SCOPED_TRACE(group.kind + "/" + group.key + ": " + group.reason);
+    if (group.kind == "default") continue;
+    EXPECT_FALSE(group.reason.empty());
+    EXPECT_EQ(file.notes.at(group.kind + "/" + group.key), group.reason);
+    const std::string rule(to_string(group.rule));
+    EXPECT_EQ(group.reason.rfind(rule + ":", 0), 0u);
+    EXPECT_EQ(group.written, !is_inherited(group.rule));
+    const auto& bands = group.kind == "task_type" ? file.task_types
+                        : group.kind == "intent"  ? file.intents
+                                                  : file.task_intents;
+    EXPECT_EQ(bands.count(group.key) > 0, group.written);
+    if (!group.written) ++inherited;
+  }
+  EXPECT_EQ(report.inherited.size(), inherited);
+  for (const InheritedGroup& group : report.inherited) EXPECT_GT(group.samples, 0u);
+  EXPECT_LE(report.final_policy.answered, report.rows);
+  const std::string table = format_calibrate_report(report);
+  EXPECT_TRUE(contains(table, "groups (")) << table;
+  EXPECT_TRUE(contains(table, "task_type/orders")) << table;
+  EXPECT_TRUE(contains(table, "final policy")) << table;
+}
+
 TEST_F(CalibrateTest, UnreachableTargetDisablesTheEdge) {
   // Noise that no threshold can avoid: the most confident answered row is labelled wrong, and
   // every threshold at or below its confidence includes it, so precision 1.0 is out of reach.
@@ -233,7 +266,9 @@ TEST_F(CalibrateTest, UnreachableTargetDisablesTheEdge) {
   ASSERT_LT(most_confident, rows.size()) << "the model answered nothing";
   rows[most_confident].intent = std::string(kOutOfScopeIntent);
 
-  const CalibrateReport report = calibrate(rows, options(1.0));
+  CalibrateOptions legacy = options(1.0);
+  legacy.rule = ThresholdRule::per_group_legacy;
+  const CalibrateReport report = calibrate(rows, legacy);
   const ThresholdsFile& file = report.file;
   ASSERT_FALSE(report.groups.empty());
   const GroupFit& default_group = report.groups.front();
@@ -333,6 +368,244 @@ TEST_F(CalibrateTest, ReadErrorsNameFileAndLine) {
   const fs::path not_object = write_file("not_object.jsonl", "[1, 2]\n");
   expect_read_error(not_object, {not_object.string() + ":1:", "not a JSON object"});
   expect_read_error(*work_ / "no-such-file.jsonl", {"no-such-file.jsonl", "cannot open"});
+}
+
+// --- calibrate_predictions: the rules over hand-made predictions (no model) ---
+
+// `count` predictions of `intent` under `task` at `confidence`, the first `passes` right (the
+// rest truly "other").
+void add_rows(std::vector<LabelledPrediction>& rows, const std::string& task,
+              const std::string& intent, double confidence, int count, int passes) {
+  for (int i = 0; i < count; ++i) {
+    rows.push_back(
+        LabelledPrediction{task, i < passes ? intent : "other", intent, confidence, false});
+  }
+}
+
+// `count` out-of-scope rows answered as `intent` at `confidence`; an empty intent = the model
+// calls them out of scope itself (never answered).
+void add_oos(std::vector<LabelledPrediction>& rows, const std::string& intent, double confidence,
+             int count) {
+  const std::string oos(kOutOfScopeIntent);
+  for (int i = 0; i < count; ++i) {
+    rows.push_back(
+        LabelledPrediction{"faq", oos, intent.empty() ? oos : intent, confidence, intent.empty()});
+  }
+}
+
+CalibrateOptions fixed_options(ThresholdRule rule = ThresholdRule::hierarchical) {
+  CalibrateOptions options;
+  options.target_precision = 0.97;
+  options.min_support = 20;
+  options.rule = rule;
+  options.now = fixed_now();
+  return options;
+}
+
+CalibrateReport calibrate_rows(const std::vector<LabelledPrediction>& rows,
+                               const CalibrateOptions& options) {
+  auto report = calibrate_predictions(rows, options);
+  EXPECT_TRUE(report) << report.error().message;
+  return report ? *report : CalibrateReport{};
+}
+
+const GroupFit* find_group(const CalibrateReport& report, const std::string& kind,
+                           const std::string& key) {
+  for (const GroupFit& group : report.groups) {
+    if (group.kind == kind && group.key == key) return &group;
+  }
+  return nullptr;
+}
+
+// Default: 300/304 right at 0.9 (4 out-of-scope rows answered there), 370/404 at 0.8 → 0.9.
+std::vector<LabelledPrediction> leaky_rows() {
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "refund", 0.9, 200, 200);
+  add_rows(rows, "faq", "hours", 0.95, 100, 100);
+  add_rows(rows, "faq", "hours", 0.8, 100, 70);
+  add_oos(rows, "refund", 0.9, 4);
+  add_oos(rows, "", 0.2, 46);
+  return rows;
+}
+
+TEST(CalibratePredictionsTest, FinalPolicyMatchesAHandCount) {
+  const CalibrateReport report = calibrate_rows(leaky_rows(), fixed_options());
+  EXPECT_EQ(report.rows, 450u);
+  EXPECT_DOUBLE_EQ(report.file.default_band.high, 0.9);
+  // Every group's rows agree with the default band: nothing written but the default.
+  EXPECT_TRUE(report.file.task_types.empty());
+  EXPECT_TRUE(report.file.intents.empty());
+  EXPECT_EQ(report.inherited.size(), 3u);  // task_type/faq, intent/hours, intent/refund
+  ASSERT_EQ(report.groups.size(), 4u);
+  for (const GroupFit& group : report.groups) {
+    if (group.kind == "default") continue;
+    EXPECT_FALSE(group.written) << group.key;
+    EXPECT_EQ(group.rule, BandRule::inherited_consistent) << group.key << ": " << group.reason;
+    EXPECT_EQ(group.parent, "default");
+    EXPECT_TRUE(contains(report.file.notes.at(group.kind + "/" + group.key), "inherited"));
+  }
+
+  // By hand: the edge answers refund (200 right + 4 out of scope) and hours at 0.95 (100 right).
+  const PolicyFigures& policy = report.final_policy;
+  EXPECT_EQ(policy.answered, 304u);
+  EXPECT_NEAR(policy.oos_share, 50.0 / 450, 1e-12);
+  EXPECT_NEAR(policy.coverage, 304.0 / 450, 1e-12);
+  EXPECT_NEAR(policy.precision, 300.0 / 304, 1e-12);
+  EXPECT_NEAR(policy.oos_leak, 4.0 / 50, 1e-12);
+  EXPECT_NEAR(policy.in_scope_coverage, 300.0 / 400, 1e-12);
+
+  // At 30% out of scope: coverage 0.7 * 0.75 + 0.3 * 0.08, precision 0.7 * 0.75 / coverage.
+  ASSERT_EQ(report.shift.size(), 4u);
+  const PolicyFigures& at_30 = report.shift[3];
+  EXPECT_DOUBLE_EQ(at_30.oos_share, 0.3);
+  EXPECT_NEAR(at_30.coverage, 0.7 * 0.75 + 0.3 * 0.08, 1e-12);
+  EXPECT_NEAR(at_30.precision, 0.7 * 0.75 / (0.7 * 0.75 + 0.3 * 0.08), 1e-12);
+  EXPECT_NEAR(at_30.oos_leak, 0.08, 1e-12);
+  for (std::size_t i = 0; i + 1 < report.shift.size(); ++i) {
+    EXPECT_GT(report.shift[i].precision, report.shift[i + 1].precision);  // leak weighs more
+    EXPECT_DOUBLE_EQ(report.shift[i].oos_leak, report.shift[i + 1].oos_leak);
+  }
+
+  const std::string table = format_calibrate_report(report);
+  EXPECT_TRUE(contains(table, "rule hierarchical")) << table;
+  EXPECT_TRUE(contains(table, "inherited: evidence consistent with parent")) << table;
+  EXPECT_TRUE(contains(table, "final policy on the calibration rows")) << table;
+  EXPECT_TRUE(contains(table, "(304 of 450 rows answered)")) << table;
+  EXPECT_TRUE(contains(table, "prior shift")) << table;
+  EXPECT_TRUE(contains(table, "0.30")) << table;
+}
+
+TEST(CalibratePredictionsTest, StricterLooserAndTaskIntentParents) {
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "hours", 0.8, 400, 400);
+  add_rows(rows, "faq", "refund", 0.8, 200, 200);
+  add_rows(rows, "orders", "refund", 0.95, 100, 100);
+  add_rows(rows, "orders", "refund", 0.8, 100, 80);
+  const CalibrateReport report = calibrate_rows(rows, fixed_options());
+  const ThresholdsFile& file = report.file;
+  // Default: 780/800 at 0.8.
+  EXPECT_DOUBLE_EQ(file.default_band.high, 0.8);
+
+  // orders: 180/200 at the default's high is shown below 0.97 → only 0.95 and up.
+  const GroupFit* orders = find_group(report, "task_type", "orders");
+  ASSERT_NE(orders, nullptr);
+  EXPECT_EQ(orders->rule, BandRule::stricter) << orders->reason;
+  ASSERT_TRUE(file.task_types.count("orders"));
+  EXPECT_DOUBLE_EQ(file.task_types.at("orders").high, 0.95);
+  EXPECT_FALSE(file.task_types.count("faq"));
+  // refund: 380/400 (Wilson upper 0.965) → stricter too.
+  const GroupFit* refund = find_group(report, "intent", "refund");
+  ASSERT_NE(refund, nullptr);
+  EXPECT_EQ(refund->rule, BandRule::stricter) << refund->reason;
+  EXPECT_DOUBLE_EQ(file.intents.at("refund").high, 0.95);
+  EXPECT_FALSE(file.intents.count("hours"));
+
+  // refund spans two task types, so each gets a group whose parent is the refund band the
+  // lookup would otherwise use; hours (one task type) gets none.
+  const GroupFit* faq_refund = find_group(report, "task_intent", "faq/refund");
+  const GroupFit* orders_refund = find_group(report, "task_intent", "orders/refund");
+  ASSERT_NE(faq_refund, nullptr);
+  ASSERT_NE(orders_refund, nullptr);
+  EXPECT_EQ(find_group(report, "task_intent", "faq/hours"), nullptr);
+  EXPECT_EQ(faq_refund->parent, "intent/refund");
+  // faq/refund: 200/200 at 0.8, Wilson lower 0.987 >= 0.97 → looser than its parent.
+  EXPECT_EQ(faq_refund->rule, BandRule::looser) << faq_refund->reason;
+  EXPECT_DOUBLE_EQ(file.task_intents.at("faq/refund").high, 0.8);
+  EXPECT_TRUE(contains(faq_refund->reason, "looser: Wilson lower")) << faq_refund->reason;
+  EXPECT_TRUE(is_inherited(orders_refund->rule)) << orders_refund->reason;
+  EXPECT_FALSE(file.task_intents.count("orders/refund"));
+
+  // The lookup: hours and faq/refund at 0.8 (600), orders/refund at refund's 0.95 (100).
+  EXPECT_EQ(report.final_policy.answered, 700u);
+  EXPECT_NEAR(report.final_policy.coverage, 700.0 / 800, 1e-12);
+  EXPECT_DOUBLE_EQ(report.final_policy.precision, 1.0);
+  EXPECT_DOUBLE_EQ(report.final_policy.oos_leak, 0.0);
+  EXPECT_TRUE(report.shift.empty());  // no out-of-scope rows: no shift to show
+  EXPECT_TRUE(contains(format_calibrate_report(report), "no out-of-scope rows"));
+  EXPECT_TRUE(Thresholds::create(file));
+}
+
+TEST(CalibratePredictionsTest, ThinGroupKeepsTheEdgeWhereTheLegacyRuleSwitchedItOff) {
+  // The failure: 20 rows, one wrong, is no evidence against the default band.
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "hours", 0.9, 400, 400);
+  add_rows(rows, "faq", "refund", 0.95, 15, 14);
+  add_rows(rows, "faq", "refund", 0.92, 5, 5);
+
+  const CalibrateReport legacy =
+      calibrate_rows(rows, fixed_options(ThresholdRule::per_group_legacy));
+  EXPECT_EQ(legacy.rule, ThresholdRule::per_group_legacy);
+  EXPECT_DOUBLE_EQ(legacy.file.default_band.high, 0.9);
+  EXPECT_DOUBLE_EQ(legacy.file.intents.at("refund").high, kEdgeNever);
+  EXPECT_TRUE(contains(legacy.file.notes.at("intent/refund"), "unreachable"));
+  EXPECT_EQ(legacy.final_policy.answered, 400u);
+
+  const CalibrateReport shrunk = calibrate_rows(rows, fixed_options());
+  EXPECT_DOUBLE_EQ(shrunk.file.default_band.high, 0.9);
+  EXPECT_FALSE(shrunk.file.intents.count("refund"));
+  EXPECT_TRUE(contains(shrunk.file.notes.at("intent/refund"), "inherited"))
+      << shrunk.file.notes.at("intent/refund");
+  EXPECT_EQ(shrunk.final_policy.answered, 420u);
+  EXPECT_NEAR(shrunk.final_policy.precision, 419.0 / 420, 1e-12);
+  EXPECT_GT(shrunk.final_policy.coverage, legacy.final_policy.coverage);
+  EXPECT_TRUE(contains(shrunk.file.notes.at("calibration"), "rule hierarchical"));
+  EXPECT_TRUE(contains(legacy.file.notes.at("calibration"), "rule per_group_legacy"));
+}
+
+// Out-of-scope rows sit at 0.7 with the weaker in-scope answers.
+std::vector<LabelledPrediction> shifted_rows() {
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "refund", 0.95, 200, 200);
+  add_rows(rows, "faq", "refund", 0.7, 200, 200);
+  add_oos(rows, "refund", 0.7, 6);
+  add_oos(rows, "", 0.3, 20);
+  return rows;
+}
+
+TEST(CalibratePredictionsTest, MoreOutOfScopeTrafficRaisesTheThreshold) {
+  const CalibrateReport own = calibrate_rows(shifted_rows(), fixed_options());
+  EXPECT_NEAR(own.data_oos_share, 26.0 / 426, 1e-12);
+  EXPECT_DOUBLE_EQ(own.oos_share, own.data_oos_share);
+  // 400/406 = 0.985 at 0.7 where 6% of traffic is out of scope.
+  EXPECT_DOUBLE_EQ(own.file.default_band.high, 0.7);
+  EXPECT_NEAR(own.final_policy.oos_leak, 6.0 / 26, 1e-12);
+  EXPECT_EQ(own.file.notes.at("oos_share"), "0.061");
+
+  CalibrateOptions options = fixed_options();
+  options.oos_share = 0.3;
+  const CalibrateReport shifted = calibrate_rows(shifted_rows(), options);
+  // At 30%: out-of-scope rows weigh 0.3/s0, in-scope 0.7/(1-s0), so at 0.7 the precision is
+  // 400 w_in / (400 w_in + 6 w_oos) = 0.91 < 0.97 → only 0.95 and up.
+  const double w_in = 0.7 / (400.0 / 426);
+  const double w_oos = 0.3 / (26.0 / 426);
+  EXPECT_LT(400 * w_in / (400 * w_in + 6 * w_oos), 0.97);
+  EXPECT_DOUBLE_EQ(shifted.file.default_band.high, 0.95);
+  EXPECT_DOUBLE_EQ(shifted.oos_share, 0.3);
+  EXPECT_EQ(shifted.file.notes.at("oos_share"), "0.300");
+  EXPECT_TRUE(contains(shifted.file.notes.at("calibration"), "out-of-scope share 0.300"));
+  EXPECT_DOUBLE_EQ(shifted.final_policy.oos_share, 0.3);
+  EXPECT_DOUBLE_EQ(shifted.final_policy.oos_leak, 0.0);
+  EXPECT_DOUBLE_EQ(shifted.final_policy.precision, 1.0);
+  EXPECT_NEAR(shifted.final_policy.coverage, 0.7 * 0.5, 1e-12);
+  // The own-share policy, seen at 30% out of scope, misses the target.
+  EXPECT_LT(own.shift[3].precision, 0.97);
+  EXPECT_NE(own.file.version.substr(21), shifted.file.version.substr(21));
+}
+
+TEST(CalibratePredictionsTest, OosShareWithoutOutOfScopeRowsIsRefused) {
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "hours", 0.9, 100, 100);
+  CalibrateOptions options = fixed_options();
+  options.oos_share = 0.2;
+  auto report = calibrate_predictions(rows, options);
+  ASSERT_FALSE(report);
+  EXPECT_EQ(report.error().code, "invalid_argument");
+  EXPECT_TRUE(contains(report.error().message, "has none")) << report.error().message;
+  options.oos_share = 0.0;  // nothing to reweight, nothing refused
+  EXPECT_TRUE(calibrate_predictions(rows, options));
+  options.oos_share = 1.0;
+  EXPECT_FALSE(calibrate_predictions(rows, options));
+  EXPECT_FALSE(calibrate_predictions({}, fixed_options()));
 }
 
 }  // namespace
