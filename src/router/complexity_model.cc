@@ -21,7 +21,16 @@ constexpr std::array<std::string_view, kComplexityFeatureCount> kFeatureNames = 
     "constraint_cues", "has_code",        "has_math",      "log_turns",
     "digit_share",     "upper_share",     "symbol_share",  "non_ascii_share",
     "log_lines",       "mean_word_bytes", "log_numbers",   "long_word_share",
+    "negation_words",  "log_longest_line", "first_line_share", "log_caps_words",
 };
+
+// Words that turn a question around ("Which is NOT ...", "all EXCEPT"), ASCII lower case.
+bool is_negation(std::string_view word) {
+  for (std::string_view cue : {"not", "except", "least", "never", "false", "incorrect", "cannot"}) {
+    if (word == cue) return true;
+  }
+  return false;
+}
 
 Error invalid(const std::filesystem::path& file, std::string_view field, std::string_view why) {
   return Error{"model_invalid",
@@ -60,20 +69,31 @@ ComplexityVector complexity_vector(std::string_view text, int conversation_turns
   int bytes_ascii = 0, non_ascii = 0, digits = 0, upper = 0, symbols = 0, lines = 1;
   int words = 0, word_bytes = 0, long_words = 0, numbers = 0;
   int current_word = 0;
+  int negations = 0, caps_words = 0, word_upper = 0;
+  int line_bytes = 0, longest_line = 0, first_line = -1;
   bool in_number = false;
+  bool word_all_caps = true;
+  std::string lowered;  // the current word, ASCII lower case, only while it is short
   auto end_word = [&] {
     if (current_word > 0) {
       ++words;
       word_bytes += current_word;
       if (current_word >= 9) ++long_words;
+      if (is_negation(lowered)) ++negations;
+      if (word_all_caps && word_upper >= 2) ++caps_words;
     }
     current_word = 0;
+    word_upper = 0;
+    word_all_caps = true;
+    lowered.clear();
   };
   for (const char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
+    ++line_bytes;
     if (c >= 0x80) {
       if ((c & 0xC0) != 0x80) ++non_ascii;  // a lead byte
       ++current_word;
+      word_all_caps = false;
       in_number = false;
       continue;
     }
@@ -83,11 +103,23 @@ ComplexityVector complexity_vector(std::string_view text, int conversation_turns
     in_number = digit || (in_number && c == '.');
     if (digit) ++digits;
     if (c >= 'A' && c <= 'Z') ++upper;
-    if (c == '\n') ++lines;
+    if (c == '\n') {
+      ++lines;
+      longest_line = std::max(longest_line, line_bytes - 1);
+      if (first_line < 0) first_line = line_bytes - 1;
+      line_bytes = 0;
+    }
     if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
       end_word();
     } else {
       ++current_word;
+      // Letters only: "NOT?" and "not," are the word "not".
+      const bool upper_letter = c >= 'A' && c <= 'Z';
+      if (c >= 'a' && c <= 'z') word_all_caps = false;
+      if (upper_letter) ++word_upper;
+      if ((upper_letter || (c >= 'a' && c <= 'z')) && lowered.size() < 12) {
+        lowered.push_back(upper_letter ? static_cast<char>(c + 32) : static_cast<char>(c));
+      }
       if (std::string_view("=+-*/^<>()[]{}|\\_%$#&~").find(static_cast<char>(c)) !=
           std::string_view::npos) {
         ++symbols;
@@ -95,7 +127,10 @@ ComplexityVector complexity_vector(std::string_view text, int conversation_turns
     }
   }
   end_word();
+  longest_line = std::max(longest_line, line_bytes);
+  if (first_line < 0) first_line = line_bytes;
   const double chars = std::max(1, bytes_ascii + non_ascii);
+  const double total_bytes = std::max<double>(1, static_cast<double>(text.size()));
   const double word_count = std::max(1, words);
   return {std::log1p(hand.approx_tokens),
           std::log1p(hand.sentences),
@@ -112,7 +147,11 @@ ComplexityVector complexity_vector(std::string_view text, int conversation_turns
           std::log1p(lines),
           word_bytes / word_count,
           std::log1p(numbers),
-          long_words / word_count};
+          long_words / word_count,
+          static_cast<double>(negations),
+          std::log1p(longest_line),
+          first_line / total_bytes,
+          std::log1p(caps_words)};
 }
 
 std::string_view complexity_kind_name(ComplexityKind kind) {

@@ -39,7 +39,7 @@ namespace hengshi::router {
 inline constexpr std::string_view kComplexityModelFormat = "hengshi-complexity";
 inline constexpr int kComplexityModelFormatVersion = 1;
 
-inline constexpr std::size_t kComplexityFeatureCount = 16;
+inline constexpr std::size_t kComplexityFeatureCount = 20;
 using ComplexityVector = std::array<double, kComplexityFeatureCount>;
 
 // The features' names, in vector order (stored in weights.json and checked on load).
