@@ -164,16 +164,17 @@ TEST_F(GatewayEdgeTest, MiddleBandEdgeAnswerIsServedOnlyWhenTheCloudCheckAgrees)
   EXPECT_EQ(sim_requests(*small_), 3);  // the check, then the answer
 }
 
-TEST_F(GatewayEdgeTest, LowConfidenceGoesToCloudLarge) {
+// The intent model's doubt says the FAQ does not know the question, not that it is hard.
+TEST_F(GatewayEdgeTest, LowConfidenceGoesToCloudSmall) {
   start_with_intent(/*high=*/1.0, /*low=*/1.0);
   auto reply = chat(user_message("edge", "我的订单到哪了"));
   ASSERT_EQ(reply.status, 200) << reply.body;
   const json meta = reply.json()["hengshi"];
-  EXPECT_EQ(meta["route"], "cloud-large");
+  EXPECT_EQ(meta["route"], "cloud-small");
   EXPECT_EQ(meta["reason"], "low_confidence");
   EXPECT_EQ(meta["fallback_type"], "quality");
-  EXPECT_EQ(sim_requests(*large_), 1);
-  EXPECT_EQ(sim_requests(*small_), 0);
+  EXPECT_EQ(sim_requests(*small_), 1);
+  EXPECT_EQ(sim_requests(*large_), 0);
 }
 
 TEST_F(GatewayEdgeTest, ModelsListTheEdgeAndTheLogRecordsIt) {
