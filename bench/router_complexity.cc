@@ -14,18 +14,23 @@
 //     quality (RouteLLM's "95% of GPT-4 quality"; its anchor: about 55% of calls on MMLU);
 //   - the cut fitted for --large-share on the training subjects, applied to the held-out ones:
 //     the share actually sent and the quality it gave.
-// Targets: pooled AUC >= 0.65; 95% of large quality at <= 55% large calls. Prints met / NOT met.
+//   - decide() latency with the learned model loaded (every call scores the text) against the
+//     hand score, same run.
+// Targets: pooled AUC >= 0.65; 95% of large quality at <= 55% large calls; decide() p99 <= 50 us.
+// Prints met / NOT met.
 //
 // Usage: bench_router_complexity [--data DIR] [--folds F] [--seeds S] [--large-share X] [--quick]
 // --quick: the features kind only (no fastText). DIR defaults to $HENGSHI_DATA_DIR, then
 // <source>/../shared/data; without the file it prints "skip: dataset not found" and exits 0.
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <random>
@@ -36,6 +41,8 @@
 #include "router/complexity.h"
 #include "router/complexity_model.h"
 #include "router/complexity_trainer.h"
+#include "router/decide.h"
+#include "router/router_policy.h"
 
 namespace fs = std::filesystem;
 using namespace hengshi::router;
@@ -45,6 +52,7 @@ namespace {
 constexpr double kTargetAuc = 0.65;
 constexpr double kTargetQualityOfLarge = 0.95;
 constexpr double kTargetMaxLargeShare = 0.55;
+constexpr double kTargetDecideP99Us = 50.0;
 
 struct Scorer {
   std::string name;
@@ -265,12 +273,81 @@ int main(int argc, char** argv) {
                   (quality - small_quality) / gap);
     }
   }
+  // decide() latency with the learned model on the path (low intent confidence, so every call
+  // scores the text), against the hand score in the same run. The model is trained on all rows
+  // and loaded from a directory, as the server does.
+  bool latency_met = true;
+  {
+    const fs::path dir = fs::temp_directory_path() /
+                         ("bench-router-complexity-" + std::to_string(static_cast<long>(::getpid())));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream out(dir / "rows.jsonl");
+    for (const auto& row : rows) {
+      out << nlohmann::json{{"text", row.text}, {"small_correct", !row.hard}}.dump(
+                 -1, ' ', false, nlohmann::json::error_handler_t::replace)
+          << "\n";
+    }
+    out.close();
+    ComplexityTrainOptions options;
+    options.large_share = large_share;
+    auto trained = train_complexity_directory((dir / "rows.jsonl").string(), dir / "complexity", options);
+    auto hand_policy = parse_router_policy("", "<embedded policy>", "");
+    auto model_policy = parse_router_policy("", "<embedded policy>", "", (dir / "complexity").string());
+    if (!trained || !hand_policy || !model_policy) {
+      std::fprintf(stderr, "latency setup failed\n");
+      return 2;
+    }
+    hengshi::edge::IntentPrediction low;
+    low.intent = "some_intent";
+    low.answer = "an answer";
+    low.confidence = 0.05;
+    low.is_oos = false;
+    std::printf("\ndecide() latency, low intent confidence (the text is scored on every call), "
+                "%zu MMLU prompts x 3:\n", rows.size());
+    double hand_p99 = 0;
+    for (const auto* policy : {&*hand_policy, &*model_policy}) {
+      RouterRuntime runtime(**policy);
+      std::vector<double> micros;
+      std::size_t large = 0;
+      for (int pass = 0; pass < 3; ++pass) {
+        for (const auto& row : rows) {
+          RouteInput input;
+          input.texts = {row.text};
+          input.last_user_text = row.text;
+          input.task_type = "faq";
+          input.pools = {"cloud-small", "cloud-large"};
+          input.prediction = &low;
+          const auto t0 = std::chrono::steady_clock::now();
+          const hengshi::Decision decision = decide(input, **policy, runtime);
+          micros.push_back(
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+          large += decision.route == hengshi::Route::cloud_large ? 1 : 0;
+        }
+      }
+      std::sort(micros.begin(), micros.end());
+      const double p50 = micros[micros.size() / 2];
+      const double p99 = micros[micros.size() * 99 / 100];
+      const bool is_hand = policy == &*hand_policy;
+      if (is_hand) hand_p99 = p99;
+      std::printf("  %-26s p50 %6.1f us  p99 %6.1f us  (%.2fx hand p99)  cloud-large %.1f%%%s\n",
+                  is_hand ? "hand score (today)" : "learned: features", p50, p99,
+                  hand_p99 > 0 ? p99 / hand_p99 : 1.0,
+                  100.0 * static_cast<double>(large) / static_cast<double>(micros.size()),
+                  is_hand ? "" : (p99 <= kTargetDecideP99Us ? "  met (<= 50 us)" : "  NOT met (<= 50 us)"));
+      if (!is_hand) latency_met = p99 <= kTargetDecideP99Us;
+    }
+    fs::remove_all(dir);
+  }
+
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::printf("\ntargets (learned features score, seed 1): AUC >= %.2f: %s; "
               "quality >= %.2f x large with <= %.0f%% large calls: %s\n",
               kTargetAuc, verdict(all_auc_met), kTargetQualityOfLarge, 100 * kTargetMaxLargeShare,
               verdict(all_quality_met));
+  std::printf("decide() p99 <= %.0f us with the learned model: %s\n", kTargetDecideP99Us,
+              verdict(latency_met));
   std::printf("ran in %.1f s\n", seconds);
   return 0;
 }

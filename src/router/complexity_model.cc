@@ -24,6 +24,13 @@ constexpr std::array<std::string_view, kComplexityFeatureCount> kFeatureNames = 
     "negation_words",  "log_longest_line", "first_line_share", "log_caps_words",
 };
 
+// Math and code symbols, as a table: the byte loop is decide()'s hot path.
+constexpr std::array<bool, 128> kIsSymbol = [] {
+  std::array<bool, 128> table{};
+  for (char c : std::string_view("=+-*/^<>()[]{}|\\_%$#&~")) table[static_cast<unsigned char>(c)] = true;
+  return table;
+}();
+
 // Words that turn a question around ("Which is NOT ...", "all EXCEPT"), ASCII lower case.
 bool is_negation(std::string_view word) {
   for (std::string_view cue : {"not", "except", "least", "never", "false", "incorrect", "cannot"}) {
@@ -64,7 +71,11 @@ const std::array<std::string_view, kComplexityFeatureCount>& complexity_feature_
 }
 
 ComplexityVector complexity_vector(std::string_view text, int conversation_turns) {
-  const ComplexityFeatures hand = complexity_features(text, conversation_turns);
+  return complexity_vector(complexity_features(text, conversation_turns), text);
+}
+
+ComplexityVector complexity_vector(const ComplexityFeatures& hand, std::string_view text) {
+  const int conversation_turns = hand.turns;
   // One byte pass for the character classes; multi-byte sequences count once, as non-ASCII.
   int bytes_ascii = 0, non_ascii = 0, digits = 0, upper = 0, symbols = 0, lines = 1;
   int words = 0, word_bytes = 0, long_words = 0, numbers = 0;
@@ -120,10 +131,7 @@ ComplexityVector complexity_vector(std::string_view text, int conversation_turns
       if ((upper_letter || (c >= 'a' && c <= 'z')) && lowered.size() < 12) {
         lowered.push_back(upper_letter ? static_cast<char>(c + 32) : static_cast<char>(c));
       }
-      if (std::string_view("=+-*/^<>()[]{}|\\_%$#&~").find(static_cast<char>(c)) !=
-          std::string_view::npos) {
-        ++symbols;
-      }
+      if (kIsSymbol[c]) ++symbols;
     }
   }
   end_word();
@@ -172,7 +180,7 @@ Result<ComplexityKind> complexity_kind_from_name(std::string_view name) {
                "kind \"" + std::string(name) + "\": expected features, fasttext or combined"};
 }
 
-double LogisticWeights::log_odds(const std::vector<double>& inputs) const {
+double LogisticWeights::log_odds(std::span<const double> inputs) const {
   double sum = bias;
   for (std::size_t i = 0; i < weights.size() && i < inputs.size(); ++i) {
     sum += weights[i] * (inputs[i] - mean[i]) / scale[i];
@@ -242,13 +250,20 @@ double ComplexityModel::fasttext_log_odds(std::string_view text) const {
 }
 
 double ComplexityModel::score(std::string_view text, int conversation_turns) const {
-  std::vector<double> inputs;
+  return score(complexity_features(text, conversation_turns), text);
+}
+
+double ComplexityModel::score(const ComplexityFeatures& hand, std::string_view text) const {
+  // Fixed-size scratch: no allocation on the request path.
+  std::array<double, kComplexityFeatureCount + 1> inputs{};
+  std::size_t count = 0;
   if (kind_ != ComplexityKind::kFastText) {
-    const ComplexityVector features = complexity_vector(text, conversation_turns);
-    inputs.assign(features.begin(), features.end());
+    const ComplexityVector features = complexity_vector(hand, text);
+    std::copy(features.begin(), features.end(), inputs.begin());
+    count = features.size();
   }
-  if (kind_ != ComplexityKind::kFeatures) inputs.push_back(fasttext_log_odds(text));
-  return sigmoid(logistic_.log_odds(inputs));
+  if (kind_ != ComplexityKind::kFeatures) inputs[count++] = fasttext_log_odds(text);
+  return sigmoid(logistic_.log_odds(std::span<const double>(inputs.data(), count)));
 }
 
 Status ComplexityModel::save(const std::filesystem::path& dir, const json& training) const {

@@ -24,6 +24,7 @@
 #include <array>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "core/result.h"
 #include "edge/intent_model.h"
 #include "edge/text_normalizer.h"
+#include "router/complexity.h"
 
 namespace hengshi::router {
 
@@ -47,6 +49,9 @@ const std::array<std::string_view, kComplexityFeatureCount>& complexity_feature_
 
 // `text` UTF-8 (usually the last user message); `conversation_turns` as complexity_features().
 ComplexityVector complexity_vector(std::string_view text, int conversation_turns);
+// The same from features already computed for `text` (decide() has them for the hand score):
+// saves the RE2 pass.
+ComplexityVector complexity_vector(const ComplexityFeatures& hand, std::string_view text);
 
 enum class ComplexityKind { kFeatures, kFastText, kCombined };
 std::string_view complexity_kind_name(ComplexityKind kind);
@@ -60,7 +65,7 @@ struct LogisticWeights {
   std::vector<double> weights;
   double bias = 0;
 
-  double log_odds(const std::vector<double>& inputs) const;
+  double log_odds(std::span<const double> inputs) const;
   nlohmann::json to_json() const;
   static Result<LogisticWeights> from_json(const nlohmann::json& json, std::size_t inputs,
                                            std::string_view source);
@@ -86,6 +91,8 @@ class ComplexityModel {
 
   // P(hard) in [0, 1]; higher = harder. Never throws.
   double score(std::string_view text, int conversation_turns) const;
+  // The same, reusing complexity_features(text, turns) computed by the caller.
+  double score(const ComplexityFeatures& hand, std::string_view text) const;
   // The fastText log-odds hard vs easy (0 for the features kind).
   double fasttext_log_odds(std::string_view text) const;
   bool is_hard(double score) const { return score >= cut_; }

@@ -283,7 +283,8 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   }
   const Band band = policy.thresholds.band(input.task_type, prediction ? prediction->intent : "");
   // Scored up front so every turn, short-circuited or not, records its real score in the session.
-  const int complexity = complexity_score(complexity_features(input.last_user_text, input.turns));
+  const ComplexityFeatures complexity_inputs = complexity_features(input.last_user_text, input.turns);
+  const int complexity = complexity_score(complexity_inputs);
   figures["complexity"] = complexity;
   // Is this cloud-bound request hard enough for cloud-large? The learned model when configured
   // (scored only when asked: most requests never reach a tier choice), else the hand score.
@@ -292,7 +293,7 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   auto is_hard = [&]() -> bool {
     if (!hard_verdict) {
       if (complexity_model != nullptr) {
-        const double score = complexity_model->score(input.last_user_text, input.turns);
+        const double score = complexity_model->score(complexity_inputs, input.last_user_text);
         figures["complexity_score"] = score;
         figures["complexity_cut"] = complexity_model->cut();
         hard_verdict = complexity_model->is_hard(score);
