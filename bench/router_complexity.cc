@@ -19,7 +19,8 @@
 // Targets: pooled AUC >= 0.65; 95% of large quality at <= 55% large calls; decide() p99 <= 50 us.
 // Prints met / NOT met.
 //
-// Usage: bench_router_complexity [--data DIR] [--folds F] [--seeds S] [--large-share X] [--quick]
+// Usage: bench_router_complexity [--data DIR] [--folds F] [--seeds S] [--large-share X] [--l2 L]
+//                                [--quick]
 // --quick: the features kind only (no fastText). DIR defaults to $HENGSHI_DATA_DIR, then
 // <source>/../shared/data; without the file it prints "skip: dataset not found" and exits 0.
 #include <stdlib.h>
@@ -106,12 +107,14 @@ int main(int argc, char** argv) {
   int seeds = 1;
   double large_share = 0.5;
   bool quick = false;
+  double l2 = ComplexityTrainOptions{}.l2;
   app.add_option("--data", data_dir, "dataset folder (default $HENGSHI_DATA_DIR, ../shared/data)");
   app.add_option("--folds", folds, "subject folds")->check(CLI::Range(2, 29));
   app.add_option("--seeds", seeds, "subject shuffles (each a full F-fold run)")->check(CLI::Range(1, 10));
   app.add_option("--large-share", large_share, "share the trained cut aims at")
       ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--quick", quick, "features kind only (no fastText)");
+  app.add_option("--l2", l2, "L2 penalty of the logistic part")->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   if (data_dir.empty()) {
     const char* env = std::getenv("HENGSHI_DATA_DIR");
@@ -186,6 +189,7 @@ int main(int argc, char** argv) {
         ComplexityTrainOptions options;
         options.kind = kind;
         options.large_share = large_share;
+        options.l2 = l2;
         options.seed = static_cast<std::uint64_t>(seed);
         auto trained = train_complexity_model(train, options);
         if (!trained) {
@@ -291,6 +295,7 @@ int main(int argc, char** argv) {
     out.close();
     ComplexityTrainOptions options;
     options.large_share = large_share;
+    options.l2 = l2;
     auto trained = train_complexity_directory((dir / "rows.jsonl").string(), dir / "complexity", options);
     auto hand_policy = parse_router_policy("", "<embedded policy>", "");
     auto model_policy = parse_router_policy("", "<embedded policy>", "", (dir / "complexity").string());
