@@ -7,6 +7,7 @@
 #include "cli/route_command.h"
 #include "cli/serve_command.h"
 #include "cli/train_command.h"
+#include "cli/train_complexity_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"hengshi — hybrid edge-cloud inference gateway"};
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   hengshi::cli::add_serve_command(app, exit_code);
   hengshi::cli::add_train_command(app, exit_code);
+  hengshi::cli::add_train_complexity_command(app, exit_code);
   hengshi::cli::add_calibrate_command(app, exit_code);
   hengshi::cli::add_make_test_model_command(app, exit_code);
   hengshi::cli::add_route_command(app, exit_code);

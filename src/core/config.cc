@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -261,10 +262,13 @@ void apply(const YAML::Node& root, Config& config) {
     read(cloud, "cloud", "max_in_flight_response_bytes", config.cloud.max_in_flight_response_bytes);
   }
   if (const YAML::Node routing = root["routing"]) {
-    reject_unknown(routing, "routing", {"default_pool", "policy_file", "thresholds_file", "watch_interval_ms"});
+    reject_unknown(routing, "routing",
+                   {"default_pool", "policy_file", "thresholds_file", "complexity_model",
+                    "watch_interval_ms"});
     read(routing, "routing", "default_pool", config.routing.default_pool);
     read(routing, "routing", "policy_file", config.routing.policy_file);
     read(routing, "routing", "thresholds_file", config.routing.thresholds_file);
+    read(routing, "routing", "complexity_model", config.routing.complexity_model);
     read(routing, "routing", "watch_interval_ms", config.routing.watch_interval_ms);
   }
   if (const YAML::Node pools = root["pools"]) {
@@ -374,6 +378,20 @@ Status validate_config(const Config& config) {
     }
     positive(config.cloud.max_in_flight_response_bytes, "cloud.max_in_flight_response_bytes");
     check_chain(config.chain);
+    if (!config.routing.complexity_model.empty() &&
+        config.routing.complexity_model.find_first_not_of(" \t") == std::string::npos) {
+      throw FieldError{"routing.complexity_model", "is blank (omit it for the hand-written score)"};
+    }
+    if (!config.routing.complexity_model.empty()) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(
+              std::filesystem::path(config.routing.complexity_model) / "manifest.json", ec)) {
+        throw FieldError{"routing.complexity_model",
+                         "'" + config.routing.complexity_model +
+                             "' is not a model directory (no manifest.json); write one with "
+                             "`hengshi train-complexity`"};
+      }
+    }
     if (config.routing.watch_interval_ms < 0) {
       throw FieldError{"routing.watch_interval_ms", "must be >= 0 (0 = no file watching)"};
     }

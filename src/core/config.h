@@ -85,7 +85,12 @@ struct RoutingConfig {
   std::string policy_file;
   // Confidence bands from `hengshi calibrate`; "" = the policy's default band.
   std::string thresholds_file;
-  // Both files are checked for changes this often and reloaded (0 = only on SIGHUP and
+  // A complexity model directory from `hengshi train-complexity` (usually beside the intent
+  // model, e.g. models/complexity): it picks cloud-large vs cloud-small for requests the edge
+  // does not answer. "" = the hand-written score (complexity.cloud_large_at). A configured model
+  // that cannot load stops the start; a reload keeps the running one.
+  std::string complexity_model;
+  // The three are checked for changes this often and reloaded (0 = only on SIGHUP and
   // POST /admin/reload).
   std::int64_t watch_interval_ms = 1000;
 };

@@ -56,6 +56,7 @@ std::string_view to_string(Reason reason) {
     case Reason::capability_miss: return "capability_miss";
     case Reason::deadline_exceeded: return "deadline_exceeded";
     case Reason::complexity_high: return "complexity_high";
+    case Reason::complexity_hard: return "complexity_hard";
     case Reason::session_sticky: return "session_sticky";
     case Reason::out_of_scope: return "out_of_scope";
     case Reason::high_confidence: return "high_confidence";

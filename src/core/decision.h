@@ -31,6 +31,9 @@ enum class Reason {
   capability_miss,
   deadline_exceeded,
   complexity_high,
+  // Low confidence, out of scope or no intent engine, and the learned complexity score at or
+  // above its cut: cloud-large instead of the band's cloud-small (issue 10).
+  complexity_hard,
   session_sticky,
   out_of_scope,
   high_confidence,

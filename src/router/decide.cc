@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "router/complexity.h"
+#include "router/complexity_model.h"
 #include "router/plan.h"
 
 namespace hengshi::router {
@@ -282,8 +283,26 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   }
   const Band band = policy.thresholds.band(input.task_type, prediction ? prediction->intent : "");
   // Scored up front so every turn, short-circuited or not, records its real score in the session.
-  const int complexity = complexity_score(complexity_features(input.last_user_text, input.turns));
+  const ComplexityFeatures complexity_inputs = complexity_features(input.last_user_text, input.turns);
+  const int complexity = complexity_score(complexity_inputs);
   figures["complexity"] = complexity;
+  // Is this cloud-bound request hard enough for cloud-large? The learned model when configured
+  // (scored only when asked: most requests never reach a tier choice), else the hand score.
+  const ComplexityModel* complexity_model = policy.complexity_model.get();
+  std::optional<bool> hard_verdict;
+  auto is_hard = [&]() -> bool {
+    if (!hard_verdict) {
+      if (complexity_model != nullptr) {
+        const double score = complexity_model->score(complexity_inputs, input.last_user_text);
+        figures["complexity_score"] = score;
+        figures["complexity_cut"] = complexity_model->cut();
+        hard_verdict = complexity_model->is_hard(score);
+      } else {
+        hard_verdict = complexity >= policy.complexity_cloud_large_at;
+      }
+    }
+    return *hard_verdict;
+  };
   auto record_session = [&](int score) {
     if (!policy.sessions.enabled || input.session_id.empty()) return;
     figures["session_cloud_calls"] =
@@ -368,8 +387,7 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   if (unknown_task) figures["task_type_unknown"] = true;
   if (!verdict.edge_allowed) {
     figures["capability"] = verdict.reason;
-    set(decision, complexity >= policy.complexity_cloud_large_at ? Route::cloud_large : Route::cloud_small,
-        Reason::capability_miss);
+    set(decision, is_hard() ? Route::cloud_large : Route::cloud_small, Reason::capability_miss);
     record_session(complexity);
     return decision;
   }
@@ -385,8 +403,10 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   // 5. Complexity, with session hysteresis: while the session's last `window` turns average at
   // or above the cut, it stays on cloud-large even for a simple turn, so the answers' style does
   // not flip turn by turn; the window slides, so a run of simple turns brings it back.
+  // With a learned model this stage is off: the model only picks the tier of requests bound for
+  // the cloud anyway (below), it never takes one from an edge that knows the answer.
   bool sticky = false;
-  if (policy.sessions.enabled && !input.session_id.empty()) {
+  if (complexity_model == nullptr && policy.sessions.enabled && !input.session_id.empty()) {
     SessionView view = runtime.sessions().view(input.session_id, now);
     if (view.known && !view.recent_complexity.empty()) {
       const double mean = mean_complexity(view);
@@ -401,14 +421,23 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
     figures["band_low"] = band.low;
     figures["margin"] = prediction->margin;
   }
-  if (complexity >= policy.complexity_cloud_large_at) {
+  // A band that sends a request to cloud-small sends it to cloud-large instead when it is hard:
+  // the intent model's doubt says the FAQ does not know the question, not that it is difficult.
+  auto tiered = [&](const std::string& route, Reason reason, FallbackType fallback_type) {
+    if (route == "cloud-small" && has_pool(input, "cloud-large") && is_hard()) {
+      set(decision, Route::cloud_large, Reason::complexity_hard, fallback_type);
+    } else {
+      set(decision, route, reason, fallback_type);
+    }
+  };
+  if (complexity_model == nullptr && complexity >= policy.complexity_cloud_large_at) {
     set(decision, Route::cloud_large, Reason::complexity_high);
   } else if (sticky) {
     set(decision, Route::cloud_large, Reason::session_sticky);
   } else if (prediction == nullptr) {
-    set(decision, input.default_pool, Reason::default_pool);
+    tiered(input.default_pool, Reason::default_pool, FallbackType::none);
   } else if (prediction->is_oos) {
-    set(decision, policy.confidence.out_of_scope_route, Reason::out_of_scope, FallbackType::quality);
+    tiered(policy.confidence.out_of_scope_route, Reason::out_of_scope, FallbackType::quality);
   } else if (prediction->confidence >= band.high && intent_has_answer(prediction)) {
     set_edge(decision, EdgeEngine::intent, Reason::high_confidence);
   } else if (prediction->confidence >= band.low) {
@@ -423,7 +452,7 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
           Reason::middle_band, FallbackType::quality);
     }
   } else {
-    set(decision, policy.confidence.low_band_route, Reason::low_confidence, FallbackType::quality);
+    tiered(policy.confidence.low_band_route, Reason::low_confidence, FallbackType::quality);
   }
 
   // 7. Latency gate: does the chosen cloud pool fit what is left of the budget?

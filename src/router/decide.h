@@ -12,14 +12,18 @@
 //   3. capability        task type × length × tools × structured output → cloud when the edge
 //                        cannot serve it (capability_miss; an admission, not a fallback)
 //   4. deadline          a budget already spent → refuse (deadline_exceeded), never a hang
-//   5. complexity        score ≥ cloud_large_at → cloud-large (complexity_high); a session whose
-//                        last `window` scores average ≥ cloud_large_at stays there
-//                        (session_sticky), so its answers do not flip style turn by turn
+//   5. complexity        hand score (no learned model): score ≥ cloud_large_at → cloud-large
+//                        (complexity_high); a session whose last `window` scores average ≥
+//                        cloud_large_at stays there (session_sticky), so its answers do not flip
+//                        style turn by turn. Off with a learned model (policy.complexity_model).
 //   6. confidence        intent engine: out of scope → out_of_scope_route; ≥ high → edge
 //                        (high_confidence); ≥ low → middle_band_route (middle_band), or with
 //                        edge_verify the edge answer pending a cloud yes/no check
 //                        (middle_band_verify); else
 //                        low_band_route (low_confidence). No intent engine → default pool.
+//                        Where out-of-scope, low band or default pool name cloud-small, a hard
+//                        request (learned score ≥ its cut, or hand score ≥ cloud_large_at) goes
+//                        to cloud-large instead (complexity_hard).
 //   offline (after 1)   the cloud is unreachable (chain::OfflineMode): the intent engine at the
 //                        offline threshold, else the edge LLM, else the last resort (reason offline)
 //   7. latency gate      when the chosen cloud pool's P90 does not fit the remaining budget:

@@ -7,20 +7,28 @@
 namespace hengshi::router {
 
 Result<std::unique_ptr<Router>> Router::create(const Config& config) {
-  auto policy = load_router_policy(config.routing.policy_file, config.routing.thresholds_file);
+  auto policy = load_router_policy(config.routing.policy_file, config.routing.thresholds_file,
+                                   config.routing.complexity_model);
   if (!policy) return policy.error();
+  if (const auto& model = (*policy)->complexity_model) {
+    spdlog::info("complexity model {} ({}): cut {:.4f} for {:.0f}% cloud-large", model->version(),
+                 complexity_kind_name(model->kind()), model->cut(), 100 * model->large_share());
+  }
   RouterMetrics::set_policy_version((*policy)->version);
   if (const std::string warning = pii_disabled_warning(**policy); !warning.empty()) {
     spdlog::warn("{}", warning);
   }
-  return std::unique_ptr<Router>(
-      new Router(std::move(*policy), config.routing.policy_file, config.routing.thresholds_file));
+  return std::unique_ptr<Router>(new Router(std::move(*policy), config.routing.policy_file,
+                                            config.routing.thresholds_file,
+                                            config.routing.complexity_model));
 }
 
-Router::Router(std::shared_ptr<const RouterPolicy> policy, std::string policy_file, std::string thresholds_file)
+Router::Router(std::shared_ptr<const RouterPolicy> policy, std::string policy_file,
+               std::string thresholds_file, std::string complexity_model_dir)
     : runtime_(std::make_unique<RouterRuntime>(*policy)),
       policy_file_(std::move(policy_file)),
-      thresholds_file_(std::move(thresholds_file)) {
+      thresholds_file_(std::move(thresholds_file)),
+      complexity_model_dir_(std::move(complexity_model_dir)) {
   policy_.store(std::move(policy));
   loaded_stamp_ = stamp();
 }
@@ -39,7 +47,9 @@ Router::~Router() {
 
 Router::Stamp Router::stamp() const {
   Stamp stamp;
-  const std::string* paths[] = {&policy_file_, &thresholds_file_};
+  const std::string complexity_manifest =
+      complexity_model_dir_.empty() ? "" : complexity_model_dir_ + "/manifest.json";
+  const std::string* paths[] = {&policy_file_, &thresholds_file_, &complexity_manifest};
   for (std::size_t i = 0; i < stamp.size(); ++i) {
     if (paths[i]->empty()) continue;
     std::error_code error;
@@ -58,7 +68,7 @@ Router::Stamp Router::stamp() const {
 Result<std::string> Router::reload(const std::string& trigger) {
   std::lock_guard lock(reload_mutex_);
   const auto seen = stamp();
-  auto policy = load_router_policy(policy_file_, thresholds_file_);
+  auto policy = load_router_policy(policy_file_, thresholds_file_, complexity_model_dir_);
   loaded_stamp_ = seen;  // a bad file is reported once per change, not on every watch tick
   changed_stamp_.reset();
   if (!policy) {
@@ -79,7 +89,7 @@ Result<std::string> Router::reload(const std::string& trigger) {
 }
 
 bool Router::reload_if_changed() {
-  if (policy_file_.empty() && thresholds_file_.empty()) return false;
+  if (policy_file_.empty() && thresholds_file_.empty() && complexity_model_dir_.empty()) return false;
   {
     // The stamps are written by reload() under the mutex (an admin reload may run right now).
     std::lock_guard lock(reload_mutex_);

@@ -2,8 +2,8 @@
 // runtime it learns into, and the files it reloads from. decide() itself is a free function
 // (decide.h) so `hengshi route` and the benchmarks run exactly the same code.
 //
-// Reload (POST /admin/reload, SIGHUP, a file change): a new snapshot is loaded and validated off
-// to the side, then swapped in atomically; a bad file is refused with its reason and the running
+// Reload (POST /admin/reload, SIGHUP, a file change): a new snapshot — policy, thresholds and the
+// complexity model (routing.complexity_model) — is loaded and validated off to the side, then swapped in atomically; a bad file is refused with its reason and the running
 // policy stays. What the router has learned survives a reload: the runtime (latency windows,
 // edge LLM speed, sessions) is sized and seeded from the policy at start, so `sessions.*` and
 // the edge LLM priors take effect on restart; cloud P90 priors are read live.
@@ -52,7 +52,7 @@ class Router {
   // The same, run on the router's reload thread; the awaiting coroutine resumes on its own
   // executor with the result. For POST /admin/reload and SIGHUP on an I/O thread.
   awaitable<Result<std::string>> reload_async(std::string trigger);
-  // File watcher tick (call every watch_interval_ms, off the I/O threads): reloads when either
+  // File watcher tick (call every watch_interval_ms, off the I/O threads): reloads when any
   // file's size or modification time differs from the last load and has stayed the same since
   // the previous tick. Returns true when it attempted a reload.
   bool reload_if_changed();
@@ -62,9 +62,11 @@ class Router {
 
   const std::string& policy_file() const { return policy_file_; }
   const std::string& thresholds_file() const { return thresholds_file_; }
+  const std::string& complexity_model_dir() const { return complexity_model_dir_; }
 
  private:
-  Router(std::shared_ptr<const RouterPolicy> policy, std::string policy_file, std::string thresholds_file);
+  Router(std::shared_ptr<const RouterPolicy> policy, std::string policy_file,
+         std::string thresholds_file, std::string complexity_model_dir);
 
   // What the watcher compares: each file's presence, size and mtime.
   struct FileState {
@@ -73,7 +75,9 @@ class Router {
     std::filesystem::file_time_type mtime{};
     bool operator==(const FileState&) const = default;
   };
-  using Stamp = std::array<FileState, 2>;  // policy file, thresholds file
+  // policy file, thresholds file, the complexity model's manifest.json (rewritten last by a
+  // retrain's rename, so a new model shows as a new manifest)
+  using Stamp = std::array<FileState, 3>;
   Stamp stamp() const;
   boost::asio::thread_pool& reload_thread();
 
@@ -81,6 +85,7 @@ class Router {
   std::unique_ptr<RouterRuntime> runtime_;
   std::string policy_file_;
   std::string thresholds_file_;
+  std::string complexity_model_dir_;  // "" = the hand-written complexity score
   std::mutex reload_mutex_;  // one reload at a time; guards the stamps below
   Stamp loaded_stamp_;       // the files as they were when last loaded
   std::optional<Stamp> changed_stamp_;  // a change seen by the last watch tick, not loaded yet

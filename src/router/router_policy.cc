@@ -189,9 +189,9 @@ Error in_file(const std::string& source, const Error& error) {
 
 }  // namespace
 
-Result<std::shared_ptr<const RouterPolicy>> parse_router_policy(const std::string& yaml_text,
-                                                                const std::string& policy_source,
-                                                                const std::string& thresholds_file) {
+Result<std::shared_ptr<const RouterPolicy>> parse_router_policy(
+    const std::string& yaml_text, const std::string& policy_source,
+    const std::string& thresholds_file, const std::string& complexity_model_dir) {
   auto policy = std::make_shared<RouterPolicy>(
       RouterPolicy{policy_source,
                    "",
@@ -243,6 +243,14 @@ Result<std::shared_ptr<const RouterPolicy>> parse_router_policy(const std::strin
   }
   policy->version = "pol-" + hex64(XXH64(yaml_text.data(), yaml_text.size(), 0)).substr(0, 8) + "+" +
                     thresholds_version;
+  if (!complexity_model_dir.empty()) {
+    auto model = ComplexityModel::load(complexity_model_dir);
+    if (!model) {
+      return Error{"config_invalid", "routing.complexity_model: " + model.error().message};
+    }
+    policy->complexity_model = std::move(*model);
+    policy->version += "+cx-" + policy->complexity_model->version();
+  }
   return std::shared_ptr<const RouterPolicy>(std::move(policy));
 }
 
@@ -252,14 +260,17 @@ std::string pii_disabled_warning(const RouterPolicy& policy) {
          "false): requests with personal data or images may be sent to cloud pools";
 }
 
-Result<std::shared_ptr<const RouterPolicy>> load_router_policy(const std::string& policy_file,
-                                                               const std::string& thresholds_file) {
-  if (policy_file.empty()) return parse_router_policy("", "<embedded policy>", thresholds_file);
+Result<std::shared_ptr<const RouterPolicy>> load_router_policy(
+    const std::string& policy_file, const std::string& thresholds_file,
+    const std::string& complexity_model_dir) {
+  if (policy_file.empty()) {
+    return parse_router_policy("", "<embedded policy>", thresholds_file, complexity_model_dir);
+  }
   std::ifstream in(policy_file);
   if (!in) return Error{"config_unreadable", policy_file + ": cannot open router policy file"};
   std::stringstream text;
   text << in.rdbuf();
-  return parse_router_policy(text.str(), policy_file, thresholds_file);
+  return parse_router_policy(text.str(), policy_file, thresholds_file, complexity_model_dir);
 }
 
 }  // namespace hengshi::router

@@ -25,6 +25,7 @@
 
 #include "core/result.h"
 #include "router/capability_matrix.h"
+#include "router/complexity_model.h"
 #include "router/pii_detector.h"
 #include "router/sensitive_signals.h"
 #include "router/thresholds.h"
@@ -43,7 +44,9 @@ struct ConfidencePolicy {
   // cloud-small | cloud-large | human | edge_verify: the edge's answer, served only when a
   // cheap yes/no check on cloud-small agrees (else cloud-small answers, fallback quality)
   std::string middle_band_route = "cloud-small";
-  std::string low_band_route = "cloud-large";
+  // Low intent confidence says the FAQ model does not know the question, not that it is hard:
+  // cloud-small, unless the complexity score says hard (then cloud-large, complexity_hard).
+  std::string low_band_route = "cloud-small";
   std::string out_of_scope_route = "cloud-small";
 };
 
@@ -75,19 +78,24 @@ struct RouterPolicy {
   int complexity_cloud_large_at = 4;
   SessionPolicy sessions;
   NonTextParts pii_non_text_parts = NonTextParts::kPin;  // pii.non_text_parts
+  // The learned difficulty score (routing.complexity_model, complexity_model.h); null = the
+  // hand-written 1..5 score decides the cloud tier (complexity.cloud_large_at).
+  std::shared_ptr<const ComplexityModel> complexity_model;
 };
 
-// Builds a snapshot from YAML text (policy_source names it in errors) and an optional thresholds
-// file (""). Errors are Error{"config_invalid", "<file>: <field>: <reason>"}.
-Result<std::shared_ptr<const RouterPolicy>> parse_router_policy(const std::string& yaml_text,
-                                                                const std::string& policy_source,
-                                                                const std::string& thresholds_file);
+// Builds a snapshot from YAML text (policy_source names it in errors), an optional thresholds
+// file ("") and an optional complexity model directory (""; its version joins the policy's).
+// Errors are Error{"config_invalid", "<file>: <field>: <reason>"}.
+Result<std::shared_ptr<const RouterPolicy>> parse_router_policy(
+    const std::string& yaml_text, const std::string& policy_source,
+    const std::string& thresholds_file, const std::string& complexity_model_dir = "");
 // The warning to log at start and on every reload when the policy turns PII detection off (then
 // personal data and non-text parts may reach cloud pools), or "" when detection is on.
 std::string pii_disabled_warning(const RouterPolicy& policy);
 
 // Same, reading policy_file ("" = the embedded policy).
-Result<std::shared_ptr<const RouterPolicy>> load_router_policy(const std::string& policy_file,
-                                                               const std::string& thresholds_file);
+Result<std::shared_ptr<const RouterPolicy>> load_router_policy(
+    const std::string& policy_file, const std::string& thresholds_file,
+    const std::string& complexity_model_dir = "");
 
 }  // namespace hengshi::router

@@ -164,16 +164,71 @@ TEST_F(GatewayEdgeTest, MiddleBandEdgeAnswerIsServedOnlyWhenTheCloudCheckAgrees)
   EXPECT_EQ(sim_requests(*small_), 3);  // the check, then the answer
 }
 
-TEST_F(GatewayEdgeTest, LowConfidenceGoesToCloudLarge) {
+// The intent model's doubt says the FAQ does not know the question, not that it is hard.
+TEST_F(GatewayEdgeTest, LowConfidenceGoesToCloudSmall) {
   start_with_intent(/*high=*/1.0, /*low=*/1.0);
   auto reply = chat(user_message("edge", "我的订单到哪了"));
   ASSERT_EQ(reply.status, 200) << reply.body;
   const json meta = reply.json()["hengshi"];
-  EXPECT_EQ(meta["route"], "cloud-large");
+  EXPECT_EQ(meta["route"], "cloud-small");
   EXPECT_EQ(meta["reason"], "low_confidence");
   EXPECT_EQ(meta["fallback_type"], "quality");
+  EXPECT_EQ(sim_requests(*small_), 1);
+  EXPECT_EQ(sim_requests(*large_), 0);
+}
+
+// With a learned complexity model (trained here by the real `hengshi train-complexity`), a
+// low-confidence question the model calls hard goes to cloud-large and the metadata says why.
+TEST_F(GatewayEdgeTest, LowConfidenceButHardGoesToCloudLargeWithAComplexityModel) {
+  const std::string rows = temp_path("complexity.jsonl");
+  {
+    std::ofstream out(rows);
+    for (int i = 0; i < 40; ++i) {
+      out << json{{"text", "Let f(x) = " + std::to_string(i + 3) +
+                               "x^3 - 12x + 7. Which statement is NOT true?\nI. f'(1) = " +
+                               std::to_string(3 * (i + 3) - 12) +
+                               "\nII. f has 3 real roots\nA. I only\nB. II only\nAnswer:"},
+                  {"small_correct", false}}
+                 .dump()
+          << "\n"
+          << json{{"text", "where is my parcel number " + std::to_string(i)}, {"small_correct", true}}
+                 .dump()
+          << "\n";
+    }
+  }
+  const std::string complexity_dir = temp_path("complexity-model");
+  auto trained = ChildProcess::run({binary_path("src/cli/hengshi"), "train-complexity", "--data",
+                                    rows, "--out", complexity_dir, "--large-share", "0.5"});
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("cut "), std::string::npos) << trained.output;
+
+  policy_path_ = temp_path("policy.yaml");
+  std::ofstream(policy_path_) << "confidence:\n  default_band: {high: 1.0, low: 1.0}\n";
+  GatewayOptions options;
+  options.extra_yaml = "edge:\n  intent_model: " + *model_dir_ + "\nrouting:\n  policy_file: " +
+                       policy_path_ + "\n  complexity_model: " + complexity_dir + "\n";
+  start(options);
+
+  auto hard = chat(user_message(
+      "edge", "Let f(x) = 9x^3 - 12x + 7. Which statement is NOT true?\nI. f'(1) = 15\n"
+              "II. f has 3 real roots\nA. I only\nB. II only\nAnswer:"));
+  ASSERT_EQ(hard.status, 200) << hard.body;
+  json meta = hard.json()["hengshi"];
+  EXPECT_EQ(meta["route"], "cloud-large") << meta.dump();
+  EXPECT_EQ(meta["reason"], "complexity_hard");
+  EXPECT_GE(meta["figures"]["complexity_score"].get<double>(),
+            meta["figures"]["complexity_cut"].get<double>());
+  EXPECT_NE(meta["figures"]["policy"].get<std::string>().find("+cx-"), std::string::npos);
+
+  auto easy = chat(user_message("edge", "我的订单到哪了"));
+  ASSERT_EQ(easy.status, 200) << easy.body;
+  meta = easy.json()["hengshi"];
+  EXPECT_EQ(meta["route"], "cloud-small") << meta.dump();
+  EXPECT_EQ(meta["reason"], "low_confidence");
   EXPECT_EQ(sim_requests(*large_), 1);
-  EXPECT_EQ(sim_requests(*small_), 0);
+  EXPECT_EQ(sim_requests(*small_), 1);
+  fs::remove_all(complexity_dir);
+  std::remove(rows.c_str());
 }
 
 TEST_F(GatewayEdgeTest, ModelsListTheEdgeAndTheLogRecordsIt) {

@@ -50,7 +50,7 @@ TEST(RouterPolicyTest, EmptyTextIsTheEmbeddedDefaults) {
   EXPECT_EQ(band.high, Band{}.high);
   EXPECT_EQ(band.low, Band{}.low);
   EXPECT_EQ(policy->confidence.middle_band_route, "cloud-small");
-  EXPECT_EQ(policy->confidence.low_band_route, "cloud-large");
+  EXPECT_EQ(policy->confidence.low_band_route, "cloud-small");
   EXPECT_EQ(policy->confidence.out_of_scope_route, "cloud-small");
   EXPECT_EQ(policy->complexity_cloud_large_at, 4);
   EXPECT_EQ(policy->latency.cloud_p90_prior_ms.at("cloud-small"), 1500);

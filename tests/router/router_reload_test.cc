@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "router/complexity_trainer.h"
 #include "router/router.h"
 #include "support/wait_until.h"
 
@@ -301,6 +302,44 @@ TEST_F(RouterReloadTest, ThresholdsFileChangeIsAReloadToo) {
   std::filesystem::last_write_time(thresholds, policy_time + std::chrono::seconds(3));
   two_ticks(router);
   EXPECT_THAT(router.policy()->version, HasSubstr("+thr-reload-2"));
+}
+
+// A retrained complexity model (a new manifest.json in routing.complexity_model) is a reload;
+// a broken one is refused and the running model stays.
+TEST_F(RouterReloadTest, ComplexityModelChangeIsAReloadToo) {
+  const std::filesystem::path rows = dir_ / "complexity_rows.jsonl";
+  {
+    std::ofstream out(rows);
+    for (int i = 0; i < 20; ++i) {
+      out << R"({"text": "Compute 3^)" << i << R"( mod 7 and prove it. A. 1 B. 2", "small_correct": false})" "\n"
+          << R"({"text": "opening hours )" << i << R"(?", "small_correct": true})" "\n";
+    }
+  }
+  const std::filesystem::path model_dir = dir_ / "complexity";
+  ComplexityTrainOptions options;
+  options.large_share = 0.5;
+  ASSERT_TRUE(train_complexity_directory(rows.string(), model_dir, options).ok());
+  write_policy(kPolicyA);
+  Config config = default_config();
+  config.routing.policy_file = path_;
+  config.routing.complexity_model = model_dir.string();
+  auto created = Router::create(config);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  Router& router = **created;
+  ASSERT_NE(router.policy()->complexity_model, nullptr);
+  EXPECT_DOUBLE_EQ(router.policy()->complexity_model->large_share(), 0.5);
+
+  options.large_share = 0.25;
+  ASSERT_TRUE(train_complexity_directory(rows.string(), model_dir, options).ok());
+  std::filesystem::last_write_time(model_dir / "manifest.json",
+                                   std::filesystem::last_write_time(path_) + std::chrono::seconds(3));
+  two_ticks(router);
+  EXPECT_DOUBLE_EQ(router.policy()->complexity_model->large_share(), 0.25);
+  EXPECT_THAT(router.policy()->version, HasSubstr("+cx-"));
+
+  std::ofstream(model_dir / "weights.json", std::ios::app) << " ";  // no longer its manifest's
+  EXPECT_FALSE(router.reload("test").ok());
+  EXPECT_DOUBLE_EQ(router.policy()->complexity_model->large_share(), 0.25);
 }
 
 // What a version implies for the two fixed inputs.

@@ -1,0 +1,364 @@
+#include "router/complexity_trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "core/json_lines.h"
+#include "edge/model_manifest.h"
+
+namespace hengshi::router {
+namespace {
+
+using nlohmann::json;
+
+// Removes a scratch or staging folder on every early return.
+struct FolderGuard {
+  std::filesystem::path path;
+  ~FolderGuard() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
+std::filesystem::path unique_folder(const std::filesystem::path& parent, std::string_view stem) {
+  static std::atomic<int> counter{0};
+  return parent / (std::string(stem) + "-" + std::to_string(static_cast<long>(::getpid())) + "-" +
+                   std::to_string(counter.fetch_add(1)));
+}
+
+// Solves a·x = b (a symmetric positive definite, n small) by Gaussian elimination with partial
+// pivoting; `a` and `b` are overwritten.
+std::vector<double> solve(std::vector<double> a, std::vector<double> b, std::size_t n) {
+  for (std::size_t col = 0; col < n; ++col) {
+    std::size_t pivot = col;
+    for (std::size_t row = col + 1; row < n; ++row) {
+      if (std::abs(a[row * n + col]) > std::abs(a[pivot * n + col])) pivot = row;
+    }
+    if (pivot != col) {
+      for (std::size_t k = 0; k < n; ++k) std::swap(a[col * n + k], a[pivot * n + k]);
+      std::swap(b[col], b[pivot]);
+    }
+    const double diagonal = a[col * n + col];
+    if (std::abs(diagonal) < 1e-12) continue;
+    for (std::size_t row = col + 1; row < n; ++row) {
+      const double factor = a[row * n + col] / diagonal;
+      if (factor == 0) continue;
+      for (std::size_t k = col; k < n; ++k) a[row * n + k] -= factor * a[col * n + k];
+      b[row] -= factor * b[col];
+    }
+  }
+  std::vector<double> x(n, 0.0);
+  for (std::size_t i = n; i-- > 0;) {
+    double sum = b[i];
+    for (std::size_t k = i + 1; k < n; ++k) sum -= a[i * n + k] * x[k];
+    const double diagonal = a[i * n + i];
+    x[i] = std::abs(diagonal) < 1e-12 ? 0.0 : sum / diagonal;
+  }
+  return x;
+}
+
+// L2-penalised logistic regression on standardised inputs, by Newton's method (a handful of
+// inputs: the Hessian is tiny and converges in ~10 steps).
+LogisticWeights fit_logistic(const std::vector<std::vector<double>>& inputs,
+                             const std::vector<bool>& labels, double l2) {
+  const std::size_t n = inputs.size();
+  const std::size_t d = inputs.empty() ? 0 : inputs.front().size();
+  LogisticWeights model;
+  model.mean.assign(d, 0.0);
+  model.scale.assign(d, 1.0);
+  model.weights.assign(d, 0.0);
+  for (const auto& row : inputs)
+    for (std::size_t j = 0; j < d; ++j) model.mean[j] += row[j] / static_cast<double>(n);
+  for (std::size_t j = 0; j < d; ++j) {
+    double variance = 0;
+    for (const auto& row : inputs) variance += (row[j] - model.mean[j]) * (row[j] - model.mean[j]);
+    const double sd = std::sqrt(variance / static_cast<double>(std::max<std::size_t>(n, 1)));
+    model.scale[j] = sd > 1e-9 ? sd : 1.0;
+  }
+  // z = standardised inputs with a leading 1 for the bias.
+  const std::size_t p = d + 1;
+  std::vector<double> beta(p, 0.0);
+  std::vector<double> z(p);
+  for (int iteration = 0; iteration < 50; ++iteration) {
+    std::vector<double> gradient(p, 0.0), hessian(p * p, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      z[0] = 1.0;
+      for (std::size_t j = 0; j < d; ++j) z[j + 1] = (inputs[i][j] - model.mean[j]) / model.scale[j];
+      double eta = 0;
+      for (std::size_t j = 0; j < p; ++j) eta += beta[j] * z[j];
+      const double prob = 1.0 / (1.0 + std::exp(-eta));
+      const double residual = (labels[i] ? 1.0 : 0.0) - prob;
+      const double weight = std::max(prob * (1 - prob), 1e-9);
+      for (std::size_t j = 0; j < p; ++j) {
+        gradient[j] += residual * z[j];
+        for (std::size_t k = 0; k <= j; ++k) hessian[j * p + k] += weight * z[j] * z[k];
+      }
+    }
+    for (std::size_t j = 0; j < p; ++j)
+      for (std::size_t k = 0; k < j; ++k) hessian[k * p + j] = hessian[j * p + k];
+    for (std::size_t j = 1; j < p; ++j) {
+      gradient[j] -= l2 * beta[j];
+      hessian[j * p + j] += l2;
+    }
+    const std::vector<double> step = solve(hessian, gradient, p);
+    double largest = 0;
+    for (std::size_t j = 0; j < p; ++j) {
+      beta[j] += step[j];
+      largest = std::max(largest, std::abs(step[j]));
+    }
+    if (largest < 1e-8) break;
+  }
+  model.bias = beta[0];
+  for (std::size_t j = 0; j < d; ++j) model.weights[j] = beta[j + 1];
+  return model;
+}
+
+// Trains the binary fastText classifier on `rows[indices]`.
+Result<std::unique_ptr<edge::IntentModel>> train_fasttext(
+    const std::vector<ComplexityRow>& rows, const std::vector<std::size_t>& indices,
+    const std::vector<std::string>& model_inputs, const edge::FastTextParams& params,
+    const std::filesystem::path& scratch) {
+  const std::filesystem::path file = scratch / "train.txt";
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    for (std::size_t i : indices) {
+      out << (rows[i].hard ? "__label__hard " : "__label__easy ") << model_inputs[i] << '\n';
+    }
+    if (!out) return Error{"train_failed", file.string() + ": cannot write"};
+  }
+  return edge::IntentModel::train(file, params);
+}
+
+double log_odds_of(const edge::IntentModel& model, std::string_view input,
+                   std::vector<double>& logits) {
+  model.logits(input, logits);
+  const auto& labels = model.labels();
+  const std::size_t hard =
+      static_cast<std::size_t>(std::find(labels.begin(), labels.end(), "hard") - labels.begin());
+  if (labels.size() != 2 || hard >= 2) return 0;
+  return logits[hard] - logits[1 - hard];
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+}  // namespace
+
+Result<std::vector<ComplexityRow>> read_complexity_rows(const std::string& path) {
+  std::vector<ComplexityRow> rows;
+  Status read = for_each_json_line(path, [&](const json& row, std::size_t) -> std::string {
+    if (!row.is_object()) return "not a JSON object";
+    ComplexityRow out;
+    if (std::string why = required_string(row, "text", out.text); !why.empty()) return why;
+    const auto small = row.find("small_correct");
+    if (small == row.end() || !small->is_boolean()) {
+      return "field \"small_correct\" missing or not true/false";
+    }
+    out.hard = !small->get<bool>();
+    if (const auto subject = row.find("subject"); subject != row.end() && subject->is_string()) {
+      out.group = subject->get<std::string>();
+    }
+    if (const auto large = row.find("large_correct"); large != row.end()) {
+      if (!large->is_boolean()) return "field \"large_correct\" is not true/false";
+      out.large_correct = large->get<bool>();
+    }
+    rows.push_back(std::move(out));
+    return "";
+  });
+  if (!read) return read.error();
+  const auto hard = static_cast<std::size_t>(
+      std::count_if(rows.begin(), rows.end(), [](const ComplexityRow& r) { return r.hard; }));
+  if (hard < 2 || rows.size() - hard < 2) {
+    return data_error(path, 0, "needs at least 2 hard (small_correct false) and 2 easy rows");
+  }
+  return rows;
+}
+
+edge::FastTextParams default_complexity_fasttext_params() {
+  edge::FastTextParams params;
+  params.lr = 0.1;
+  params.epoch = 5;
+  params.dim = 16;
+  params.word_ngrams = 1;
+  params.bucket = 100000;
+  params.threads = 1;
+  return params;
+}
+
+double roc_auc(const std::vector<double>& scores, const std::vector<bool>& labels) {
+  std::vector<std::size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  // Mann-Whitney U with mid-ranks for ties.
+  double positive_rank_sum = 0;
+  std::size_t positives = 0;
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j < order.size() && scores[order[j]] == scores[order[i]]) ++j;
+    const double mid_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
+    for (std::size_t k = i; k < j; ++k) {
+      if (labels[order[k]]) {
+        positive_rank_sum += mid_rank;
+        ++positives;
+      }
+    }
+    i = j;
+  }
+  const std::size_t negatives = scores.size() - positives;
+  if (positives == 0 || negatives == 0) return 0.5;
+  const double p = static_cast<double>(positives);
+  return (positive_rank_sum - p * (p + 1) / 2.0) / (p * static_cast<double>(negatives));
+}
+
+double cut_for_share(std::vector<double> scores, double share) {
+  if (scores.empty()) return 0;
+  std::sort(scores.begin(), scores.end(), std::greater<>());
+  if (share <= 0) return scores.front() + 1.0;
+  const auto take = static_cast<std::size_t>(std::ceil(share * static_cast<double>(scores.size())));
+  return scores[std::min(take, scores.size()) - 1];
+}
+
+Result<ComplexityTrainReport> train_complexity_model(const std::vector<ComplexityRow>& rows,
+                                                     const ComplexityTrainOptions& options) {
+  if (!(options.large_share >= 0 && options.large_share <= 1)) {
+    return Error{"invalid_argument", "large_share must be within [0, 1]"};
+  }
+  if (options.cross_fit_folds < 2) return Error{"invalid_argument", "cross_fit_folds must be >= 2"};
+  std::vector<bool> labels;
+  for (const auto& row : rows) labels.push_back(row.hard);
+  const auto hard = static_cast<std::size_t>(std::count(labels.begin(), labels.end(), true));
+  if (hard < 2 || rows.size() - hard < 2) {
+    return Error{"invalid_argument", "needs at least 2 hard and 2 easy rows"};
+  }
+
+  const bool uses_features = options.kind != ComplexityKind::kFastText;
+  const bool uses_fasttext = options.kind != ComplexityKind::kFeatures;
+  std::vector<std::vector<double>> inputs(rows.size());
+  if (uses_features) {
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const ComplexityVector v = complexity_vector(rows[i].text, 1);
+      inputs[i].assign(v.begin(), v.end());
+    }
+  }
+
+  std::unique_ptr<edge::IntentModel> fasttext;
+  edge::NormalizerSettings normalizer_settings;
+  if (uses_fasttext) {
+    const edge::TextNormalizer normalizer(normalizer_settings);
+    std::vector<std::string> model_inputs;
+    model_inputs.reserve(rows.size());
+    for (const auto& row : rows) model_inputs.push_back(normalizer.to_model_input(row.text));
+    FolderGuard scratch{unique_folder(std::filesystem::temp_directory_path(), "hengshi-complexity")};
+    std::error_code ec;
+    if (!std::filesystem::create_directories(scratch.path, ec)) {
+      return Error{"train_failed", scratch.path.string() + ": cannot create: " + ec.message()};
+    }
+    edge::FastTextParams params = options.fasttext;
+    params.seed = static_cast<int>(options.seed % 1000000007);
+    // Cross-fitted log-odds for the logistic part: each row scored by a model that never saw it.
+    std::vector<std::size_t> order(rows.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 random(options.seed);
+    std::shuffle(order.begin(), order.end(), random);
+    const auto folds = static_cast<std::size_t>(options.cross_fit_folds);
+    std::vector<double> logits;
+    for (std::size_t fold = 0; fold < folds; ++fold) {
+      std::vector<std::size_t> train_part, held_part;
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        (k % folds == fold ? held_part : train_part).push_back(order[k]);
+      }
+      auto model = train_fasttext(rows, train_part, model_inputs, params, scratch.path);
+      if (!model) return model.error();
+      for (std::size_t i : held_part) {
+        inputs[i].push_back(log_odds_of(**model, model_inputs[i], logits));
+      }
+    }
+    std::vector<std::size_t> all(rows.size());
+    std::iota(all.begin(), all.end(), 0);
+    auto model = train_fasttext(rows, all, model_inputs, params, scratch.path);
+    if (!model) return model.error();
+    fasttext = std::move(*model);
+  }
+
+  LogisticWeights logistic = fit_logistic(inputs, labels, options.l2);
+  std::vector<double> scores;
+  scores.reserve(rows.size());
+  for (const auto& row_inputs : inputs) scores.push_back(sigmoid(logistic.log_odds(row_inputs)));
+  const double cut = std::clamp(cut_for_share(scores, options.large_share), 0.0, 1.0);
+
+  // Version: the weights' hash, so the same data and seed give the same version string.
+  const std::string weights_text = logistic.to_json().dump();
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  const std::string version =
+      std::string(stamp) + "-" + edge::xxh64_hex(weights_text).substr(0, 8);
+
+  ComplexityTrainReport report;
+  report.rows = rows.size();
+  report.hard_rows = hard;
+  report.train_auc = roc_auc(scores, labels);
+  report.model = std::make_shared<const ComplexityModel>(options.kind, std::move(logistic),
+                                                         std::move(fasttext), normalizer_settings,
+                                                         cut, options.large_share, version);
+  return report;
+}
+
+Result<ComplexityTrainReport> train_complexity_directory(const std::string& data_path,
+                                                         const std::filesystem::path& out_dir,
+                                                         const ComplexityTrainOptions& options) {
+  auto rows = read_complexity_rows(data_path);
+  if (!rows) return rows.error();
+  auto report = train_complexity_model(*rows, options);
+  if (!report) return report.error();
+
+  const std::filesystem::path target = std::filesystem::absolute(out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(target.parent_path(), ec);
+  FolderGuard staging{unique_folder(target.parent_path(), "." + target.filename().string() + ".staging")};
+  std::filesystem::remove_all(staging.path, ec);
+  if (!std::filesystem::create_directories(staging.path, ec)) {
+    return Error{"io_error", staging.path.string() + ": cannot create: " + ec.message()};
+  }
+  std::string data_hash;
+  if (auto data_file = edge::describe_file(std::filesystem::path(data_path).parent_path(),
+                                           std::filesystem::path(data_path).filename().string())) {
+    data_hash = data_file->xxh64;
+  }
+  const json training = {{"data", data_path},
+                         {"data_xxh64", data_hash},
+                         {"rows", report->rows},
+                         {"hard_rows", report->hard_rows},
+                         {"seed", options.seed},
+                         {"l2", options.l2},
+                         {"train_auc", report->train_auc},
+                         {"fasttext", options.kind == ComplexityKind::kFeatures
+                                          ? json(nullptr)
+                                          : options.fasttext.to_json()}};
+  if (Status s = report->model->save(staging.path, training); !s) return s.error();
+
+  // Only an empty directory or a previous model directory is ever replaced.
+  if (std::filesystem::exists(target, ec)) {
+    const bool is_model_dir = std::filesystem::exists(target / edge::kManifestFileName, ec);
+    const bool is_empty_dir =
+        std::filesystem::is_directory(target, ec) && std::filesystem::is_empty(target, ec);
+    if (!is_model_dir && !is_empty_dir) {
+      return Error{"invalid_argument",
+                   target.string() + ": exists and is not a model directory; not overwriting it"};
+    }
+    std::filesystem::remove_all(target, ec);
+    if (ec) return Error{"io_error", target.string() + ": cannot replace: " + ec.message()};
+  }
+  std::filesystem::rename(staging.path, target, ec);
+  if (ec) return Error{"io_error", target.string() + ": cannot move into place: " + ec.message()};
+  staging.path.clear();
+  return report;
+}
+
+}  // namespace hengshi::router
