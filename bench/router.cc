@@ -512,7 +512,7 @@ struct OpenIntentRun {
   std::size_t known_intents = 0;
   std::size_t test_in_scope = 0;
   std::size_t test_oos = 0;
-  std::map<std::string, double> auroc;  // feature → AUROC on the test rows (in scope vs not)
+  std::map<std::string, double> auroc;     // feature → AUROC on the test rows (in scope vs not)
   std::vector<std::string> kept_features;  // the ones the served score combines
   std::map<EdgePolicy, std::array<ShareMetrics, kOosShares.size()>> metrics;
   double predict_p99_us = 0;         // with the out-of-scope score
@@ -673,7 +673,7 @@ void measure_model_candidates(const std::vector<IntentExample>& train_rows,
 std::optional<OpenIntentRun> run_open_intent(const std::string& name, const std::string& group,
                                              const std::vector<IntentExample>& train_file_rows,
                                              std::vector<IntentExample> test, const fs::path& work,
-                                             double search_budget_s) {
+                                             double search_budget_s, double assumed_oos_share) {
   OpenIntentRun result;
   result.name = name;
   result.group = group;
@@ -694,6 +694,7 @@ std::optional<OpenIntentRun> run_open_intent(const std::string& name, const std:
   options.data_path = write_training_file(work / (name + "-train.jsonl"), train_rows);
   options.out_dir = work / (name + "-model");
   options.autotune_budget_s = search_budget_s;
+  options.assumed_oos_share = assumed_oos_share;
   auto report = hengshi::edge::train_intent_model(options);
   if (!report) {
     std::fprintf(stderr, "%s: training failed: %s\n", name.c_str(), report.error().message.c_str());
@@ -893,7 +894,8 @@ bool print_open_intent_targets(const std::vector<OpenIntentRun>& runs) {
 // Known-intent draws on banking77 (75% and 50% of the intents), and KUAKE-QIC's own __oos__.
 std::vector<OpenIntentRun> run_open_intent_protocol(const fs::path& data_dir, const fs::path& work,
                                                     double search_budget_s, bool quick,
-                                                    const std::string& only) {
+                                                    const std::string& only,
+                                                    double assumed_oos_share) {
   std::vector<OpenIntentRun> runs;
   if (only.empty() || std::string("banking77").find(only) != std::string::npos) {
     auto train = hengshi::edge::read_intent_examples(data_dir / "banking77_train.jsonl");
@@ -921,7 +923,8 @@ std::vector<OpenIntentRun> run_open_intent_protocol(const fs::path& data_dir, co
         std::snprintf(name, sizeof name, "banking77-%02.0f%%-draw%zu", known_share * 100, draw + 1);
         char group[32];
         std::snprintf(group, sizeof group, "banking77 %02.0f%%", known_share * 100);
-        auto run = run_open_intent(name, group, known_rows, *test, work, search_budget_s);
+        auto run = run_open_intent(name, group, known_rows, *test, work, search_budget_s,
+                                   assumed_oos_share);
         if (!run) continue;
         print_open_intent(*run);
         std::fflush(stdout);
@@ -933,7 +936,8 @@ std::vector<OpenIntentRun> run_open_intent_protocol(const fs::path& data_dir, co
     auto train = hengshi::edge::read_intent_examples(data_dir / "kuake_qic_train.jsonl");
     auto test = hengshi::edge::read_intent_examples(data_dir / "kuake_qic_dev.jsonl");
     if (train && test) {
-      auto run = run_open_intent("kuake_qic", "kuake_qic", *train, *test, work, search_budget_s);
+      auto run = run_open_intent("kuake_qic", "kuake_qic", *train, *test, work, search_budget_s,
+                                 assumed_oos_share);
       if (run) {
         print_open_intent(*run);
         runs.push_back(std::move(*run));
@@ -957,6 +961,9 @@ int main(int argc, char** argv) {
   bool quick = false;
   app.add_option("--section", section, "all | router | open-intent")
       ->check(CLI::IsMember({"all", "router", "open-intent"}));
+  double assumed_oos_share = hengshi::edge::TrainOptions{}.assumed_oos_share;
+  app.add_option("--assumed-oos-share", assumed_oos_share,
+                 "out-of-scope share the trained score states P(in scope) for");
   app.add_flag("--quick", quick, "open-intent protocol: one known-intent draw instead of three");
   CLI11_PARSE(app, argc, argv);
   if (data_dir.empty()) {
@@ -1079,7 +1086,7 @@ int main(int argc, char** argv) {
         quick ? "one draw (--quick)" : "three fixed draws", kGlobalSoftmaxThreshold);
     std::fflush(stdout);
     const std::vector<OpenIntentRun> runs =
-        run_open_intent_protocol(data_dir, work, search_budget_s, quick, only);
+        run_open_intent_protocol(data_dir, work, search_budget_s, quick, only, assumed_oos_share);
     print_open_intent_targets(runs);
   }
   std::error_code ec;

@@ -248,18 +248,24 @@ struct StagingGuard {
 // The features the out-of-scope score combines, kept by their measured AUROC on banking77 with
 // held-out intents and on KUAKE-QIC's own __oos__ (DESIGN-NOTES.md, "out-of-scope score").
 const std::vector<OosFeature>& kept_oos_features() {
-  static const std::vector<OosFeature> kept = {
-      OosFeature::kMaxProbability,      OosFeature::kMargin,
-      OosFeature::kNegEntropy,          OosFeature::kMaxLogit,
-      OosFeature::kNeighbourSimilarity, OosFeature::kNeighbourAgreement,
-      OosFeature::kIntentSimilarity};
+  static const std::vector<OosFeature> kept = {OosFeature::kMaxProbability,
+                                               OosFeature::kMargin,
+                                               OosFeature::kNegEntropy,
+                                               OosFeature::kMaxLogit,
+                                               OosFeature::kNeighbourSimilarity,
+                                               OosFeature::kNeighbourAgreement,
+                                               OosFeature::kIntentSimilarity,
+                                               OosFeature::kCentroidSimilarity,
+                                               OosFeature::kCentroidZ};
   return kept;
 }
 
-// Sentence vectors of `model` for rows[indices], row after row, and the rows' label indices in
-// the model's order (rows whose label the model lacks are left out).
-NeighbourIndex neighbour_index_of(const IntentModel& model, const std::vector<PreparedRow>& rows,
-                                  const std::vector<std::size_t>& indices) {
+// The neighbour index and intent centroids over the sentence vectors of `model` for the
+// in-scope rows[indices] (label indices in the model's order; rows whose label the model lacks
+// are left out).
+std::pair<NeighbourIndex, IntentCentroids> neighbours_of(const IntentModel& model,
+                                                         const std::vector<PreparedRow>& rows,
+                                                         const std::vector<std::size_t>& indices) {
   std::map<std::string, int> label_index;
   for (std::size_t i = 0; i < model.labels().size(); ++i) {
     label_index[model.labels()[i]] = static_cast<int>(i);
@@ -275,7 +281,9 @@ NeighbourIndex neighbour_index_of(const IntentModel& model, const std::vector<Pr
     vectors.insert(vectors.end(), vector.begin(), vector.end());
     intents.push_back(it->second);
   }
-  return NeighbourIndex::build(model.dim(), vectors, std::move(intents));
+  IntentCentroids centroids =
+      IntentCentroids::build(model.dim(), vectors, intents, model.labels().size());
+  return {NeighbourIndex::build(model.dim(), vectors, std::move(intents)), std::move(centroids)};
 }
 
 void add_oos_examples(const IntentModel& model, const OosScorer& features_of,
@@ -355,8 +363,9 @@ std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
   OosFitOptions fit_options;
   fit_options.features = kept_oos_features();
   fit_options.assumed_oos_share = options.assumed_oos_share;
+  auto [aux_index, aux_centroids] = neighbours_of(**aux, rows, aux_train);
   const OosScorer aux_features =
-      OosScorer::fit({}, fit_options, neighbour_index_of(**aux, rows, aux_train), {});
+      OosScorer::fit({}, fit_options, std::move(aux_index), std::move(aux_centroids), {});
   std::vector<OosExample> examples;
   add_oos_examples(**aux, aux_features, rows, positives, true, examples);
   add_oos_examples(**aux, aux_features, rows, negatives, false, examples);
@@ -368,7 +377,8 @@ std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
                                {"held_out_intent_rows", negatives.size() - real_oos},
                                {"oos_rows", real_oos}}},
                              {"auxiliary_train_rows", aux_train.size()}};
-  return OosScorer::fit(examples, fit_options, neighbour_index_of(model, rows, train_part),
+  auto [index, centroids] = neighbours_of(model, rows, train_part);
+  return OosScorer::fit(examples, fit_options, std::move(index), std::move(centroids),
                         std::move(fit_info));
 }
 }  // namespace

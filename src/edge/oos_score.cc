@@ -8,9 +8,15 @@
 namespace hengshi::edge {
 namespace {
 
-constexpr std::array<std::string_view, kOosFeatureCount> kFeatureNames = {
-    "max_probability",     "margin",           "neg_entropy", "max_logit", "neighbour_similarity",
-    "neighbour_agreement", "intent_similarity"};
+constexpr std::array<std::string_view, kOosFeatureCount> kFeatureNames = {"max_probability",
+                                                                          "margin",
+                                                                          "neg_entropy",
+                                                                          "max_logit",
+                                                                          "neighbour_similarity",
+                                                                          "neighbour_agreement",
+                                                                          "intent_similarity",
+                                                                          "centroid_similarity",
+                                                                          "centroid_z"};
 
 double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
@@ -47,7 +53,65 @@ std::vector<double> solve(std::vector<std::vector<double>> a, std::vector<double
   return x;
 }
 
+// Cosine of two vectors (0 when either is zero).
+double cosine(const float* a, const float* b, std::size_t width) {
+  double dot = 0, norm_a = 0, norm_b = 0;
+  for (std::size_t j = 0; j < width; ++j) {
+    dot += static_cast<double>(a[j]) * b[j];
+    norm_a += static_cast<double>(a[j]) * a[j];
+    norm_b += static_cast<double>(b[j]) * b[j];
+  }
+  return norm_a <= 0 || norm_b <= 0 ? 0.0 : dot / std::sqrt(norm_a * norm_b);
+}
+
 }  // namespace
+
+IntentCentroids IntentCentroids::build(int dim, std::span<const float> vectors,
+                                       const std::vector<int>& intents, std::size_t labels) {
+  IntentCentroids out;
+  out.dim = dim;
+  const auto width = static_cast<std::size_t>(dim);
+  out.centroids.assign(labels * width, 0.0f);
+  out.mean_similarity.assign(labels, 0.0);
+  out.std_similarity.assign(labels, 1.0);
+  std::vector<double> sums(labels * width, 0.0);
+  for (std::size_t row = 0; row < intents.size(); ++row) {
+    const float* v = &vectors[row * width];
+    double norm = 0;
+    for (std::size_t j = 0; j < width; ++j) norm += static_cast<double>(v[j]) * v[j];
+    if (norm <= 0) continue;
+    const double inverse = 1.0 / std::sqrt(norm);
+    const auto label = static_cast<std::size_t>(intents[row]);
+    for (std::size_t j = 0; j < width; ++j) sums[label * width + j] += v[j] * inverse;
+  }
+  for (std::size_t i = 0; i < sums.size(); ++i) out.centroids[i] = static_cast<float>(sums[i]);
+  std::vector<double> sum(labels, 0.0), sum_sq(labels, 0.0), count(labels, 0.0);
+  for (std::size_t row = 0; row < intents.size(); ++row) {
+    const auto label = static_cast<std::size_t>(intents[row]);
+    const double c = cosine(&vectors[row * width], &out.centroids[label * width], width);
+    sum[label] += c;
+    sum_sq[label] += c * c;
+    count[label] += 1;
+  }
+  for (std::size_t label = 0; label < labels; ++label) {
+    if (count[label] == 0) continue;
+    out.mean_similarity[label] = sum[label] / count[label];
+    const double variance =
+        std::max(0.0, sum_sq[label] / count[label] -
+                          out.mean_similarity[label] * out.mean_similarity[label]);
+    out.std_similarity[label] = std::max(std::sqrt(variance), 0.02);  // a floor for tiny intents
+  }
+  return out;
+}
+
+std::pair<double, double> IntentCentroids::similarity(std::span<const float> vector,
+                                                      int intent) const {
+  const auto width = static_cast<std::size_t>(dim);
+  const auto label = static_cast<std::size_t>(intent);
+  if (intent < 0 || label >= mean_similarity.size() || vector.size() != width) return {0.0, -10.0};
+  const double c = cosine(vector.data(), &centroids[label * width], width);
+  return {c, (c - mean_similarity[label]) / std_similarity[label]};
+}
 
 std::string_view oos_feature_name(OosFeature feature) {
   return kFeatureNames[static_cast<std::size_t>(feature)];
@@ -87,8 +151,9 @@ double auroc(const std::vector<double>& scores, const std::vector<bool>& positiv
 }
 
 OosScorer OosScorer::fit(const std::vector<OosExample>& examples, const OosFitOptions& options,
-                         NeighbourIndex index, nlohmann::json fit_info) {
+                         NeighbourIndex index, IntentCentroids centroids, nlohmann::json fit_info) {
   OosScorer scorer;
+  scorer.centroids_ = std::move(centroids);
   scorer.features_ = options.features;
   scorer.assumed_oos_share_ = std::clamp(options.assumed_oos_share, 1e-3, 1 - 1e-3);
   scorer.index_ = std::move(index);
@@ -219,6 +284,9 @@ OosFeatures OosScorer::features(std::span<const double> logits, int top,
         static_cast<double>(agreeing) / static_cast<double>(neighbours.size());
     out[static_cast<std::size_t>(OosFeature::kIntentSimilarity)] = intent_similarity;
   }
+  const auto [centroid, z] = centroids_.similarity(sentence_vector, top);
+  out[static_cast<std::size_t>(OosFeature::kCentroidSimilarity)] = centroid;
+  out[static_cast<std::size_t>(OosFeature::kCentroidZ)] = z;
   return out;
 }
 
@@ -246,6 +314,9 @@ Status OosScorer::save(const std::filesystem::path& dir) const {
                                {"neighbour_index", std::string(kOosNeighboursFile)},
                                {"dim", index_.dim()},
                                {"neighbour_intents", index_.intents()},
+                               {"centroids", centroids_.centroids},
+                               {"centroid_mean_similarity", centroids_.mean_similarity},
+                               {"centroid_std_similarity", centroids_.std_similarity},
                                {"fit", fit_info_}};
   const std::filesystem::path path = dir / kOosScoreFile;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -318,6 +389,34 @@ Result<OosScorer> OosScorer::load(const std::filesystem::path& dir, std::size_t 
       return invalid(path, "neighbour_intents", "not a label index of the model");
     }
     intents.push_back(v.get<int>());
+  }
+  IntentCentroids& centroids = scorer.centroids_;
+  centroids.dim = dim;
+  const auto read_array = [&](std::string_view field, std::size_t size, auto& out) -> Status {
+    const auto it = json.find(field);
+    if (it == json.end() || !it->is_array() || it->size() != size) {
+      return invalid(path, field, "missing or not " + std::to_string(size) + " numbers");
+    }
+    for (const auto& v : *it) {
+      if (!v.is_number()) return invalid(path, field, "not a number");
+      out.push_back(v.template get<typename std::decay_t<decltype(out)>::value_type>());
+    }
+    return Ok{};
+  };
+  if (Status s =
+          read_array("centroids", labels * static_cast<std::size_t>(dim), centroids.centroids);
+      !s) {
+    return s.error();
+  }
+  if (Status s = read_array("centroid_mean_similarity", labels, centroids.mean_similarity); !s) {
+    return s.error();
+  }
+  if (Status s = read_array("centroid_std_similarity", labels, centroids.std_similarity); !s) {
+    return s.error();
+  }
+  if (std::any_of(centroids.std_similarity.begin(), centroids.std_similarity.end(),
+                  [](double s) { return !(s > 0); })) {
+    return invalid(path, "centroid_std_similarity", "must be > 0");
   }
   auto index = NeighbourIndex::load(dir / kOosNeighboursFile, dim, std::move(intents));
   if (!index) return index.error();

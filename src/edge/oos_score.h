@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -41,6 +42,10 @@ enum class OosFeature : int {
   kNeighbourSimilarity,  // cosine to the nearest training example
   kNeighbourAgreement,   // share of the k nearest training examples with the predicted intent
   kIntentSimilarity,     // cosine to the nearest of those with the predicted intent, else 0
+  kCentroidSimilarity,   // cosine to the mean training vector of the predicted intent
+  // The same in units of that intent's own spread ((cos − its rows' mean cos) / their std): a
+  // per-intent decision boundary, as in ADB (Zhang et al., AAAI 2021).
+  kCentroidZ,
   kCount
 };
 inline constexpr std::size_t kOosFeatureCount = static_cast<std::size_t>(OosFeature::kCount);
@@ -60,6 +65,20 @@ struct OosFitOptions {
   double l2 = 1e-2;  // ridge on the standardised weights
 };
 
+// Per intent: the unit mean of its training rows' unit sentence vectors, and the mean and
+// standard deviation of those rows' cosine to it. An intent without rows has a zero centroid.
+struct IntentCentroids {
+  int dim = 0;
+  std::vector<float> centroids;  // labels × dim
+  std::vector<double> mean_similarity;
+  std::vector<double> std_similarity;  // > 0
+
+  static IntentCentroids build(int dim, std::span<const float> vectors,
+                               const std::vector<int>& intents, std::size_t labels);
+  // Cosine of `vector` to intent's centroid, and its z-score against the intent's rows.
+  std::pair<double, double> similarity(std::span<const float> vector, int intent) const;
+};
+
 // One fitting example: features of a held-out prediction and whether the row was in scope.
 struct OosExample {
   OosFeatures features{};
@@ -75,7 +94,7 @@ class OosScorer {
   // Fits the logistic model; the neighbour index is the served model's (its training rows).
   // `fit_info` is stored as the "fit" block of oos_score.json (sources, counts, AUROCs).
   static OosScorer fit(const std::vector<OosExample>& examples, const OosFitOptions& options,
-                       NeighbourIndex index, nlohmann::json fit_info);
+                       NeighbourIndex index, IntentCentroids centroids, nlohmann::json fit_info);
 
   // Reads dir/oos_score.json and dir/oos_neighbours.hnsw (the caller has verified both against
   // the manifest). `labels` and `dim` are the served model's. Errors: code "model_invalid",
@@ -105,6 +124,7 @@ class OosScorer {
   double assumed_oos_share_ = 0.2;
   nlohmann::json fit_info_ = nlohmann::json::object();
   NeighbourIndex index_;
+  IntentCentroids centroids_;
 };
 
 }  // namespace hengshi::edge

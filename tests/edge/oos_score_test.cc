@@ -79,7 +79,8 @@ TEST(OosScorerTest, LogisticFitFollowsTheSeparatingFeatureAndStatesThePrior) {
   OosFitOptions options;
   options.features = {OosFeature::kNeighbourSimilarity, OosFeature::kMargin};
   options.assumed_oos_share = 0.5;
-  const OosScorer scorer = OosScorer::fit(synthetic_examples(), options, NeighbourIndex(), {});
+  const OosScorer scorer =
+      OosScorer::fit(synthetic_examples(), options, NeighbourIndex(), IntentCentroids(), {});
   OosFeatures near{};
   near[static_cast<std::size_t>(OosFeature::kNeighbourSimilarity)] = 0.85;
   near[static_cast<std::size_t>(OosFeature::kMargin)] = 0.5;
@@ -96,10 +97,12 @@ TEST(OosScorerTest, LogisticFitFollowsTheSeparatingFeatureAndStatesThePrior) {
   // The assumed out-of-scope share moves P(in scope) at the same features: less out-of-scope
   // traffic raises it, more lowers it.
   options.assumed_oos_share = 0.3;
-  const OosScorer less_oos = OosScorer::fit(synthetic_examples(), options, NeighbourIndex(), {});
+  const OosScorer less_oos =
+      OosScorer::fit(synthetic_examples(), options, NeighbourIndex(), IntentCentroids(), {});
   EXPECT_GT(less_oos.in_scope(middle), scorer.in_scope(middle));
   options.assumed_oos_share = 0.7;
-  const OosScorer more_oos = OosScorer::fit(synthetic_examples(), options, NeighbourIndex(), {});
+  const OosScorer more_oos =
+      OosScorer::fit(synthetic_examples(), options, NeighbourIndex(), IntentCentroids(), {});
   EXPECT_LT(more_oos.in_scope(middle), scorer.in_scope(middle));
 }
 
@@ -108,8 +111,9 @@ TEST_F(OosScoreTest, SaveAndLoadGiveTheSameScores) {
   const std::vector<float> vectors = {1, 0, 0, 0, 0.9f, 0.1f, 0, 0, 0, 0, 1, 0};
   OosFitOptions options;
   options.features = {OosFeature::kNeighbourSimilarity, OosFeature::kMargin};
-  const OosScorer scorer = OosScorer::fit(synthetic_examples(), options,
-                                          NeighbourIndex::build(4, vectors, {0, 0, 1}), {});
+  const OosScorer scorer =
+      OosScorer::fit(synthetic_examples(), options, NeighbourIndex::build(4, vectors, {0, 0, 1}),
+                     IntentCentroids::build(4, vectors, {0, 0, 1}, 2), {});
   ASSERT_TRUE(scorer.save(work_));
   auto loaded = OosScorer::load(work_, /*labels=*/2, /*dim=*/4);
   ASSERT_TRUE(loaded) << loaded.error().message;
@@ -122,6 +126,13 @@ TEST_F(OosScoreTest, SaveAndLoadGiveTheSameScores) {
   EXPECT_NEAR(after[static_cast<std::size_t>(OosFeature::kNeighbourSimilarity)], 0.9986, 1e-3);
   EXPECT_NEAR(after[static_cast<std::size_t>(OosFeature::kNeighbourAgreement)], 2.0 / 3.0, 1e-9);
   EXPECT_DOUBLE_EQ(scorer.in_scope(before), loaded->in_scope(after));
+  // Intent 0's centroid lies between its two rows; the query is about as close as they are.
+  EXPECT_GT(after[static_cast<std::size_t>(OosFeature::kCentroidSimilarity)], 0.99);
+  EXPECT_GT(after[static_cast<std::size_t>(OosFeature::kCentroidZ)], -1.0);
+  // Far from intent 1's only row: centroid similarity 0, many spreads below its rows'.
+  const OosFeatures other = loaded->features(logits, 1, query);
+  EXPECT_NEAR(other[static_cast<std::size_t>(OosFeature::kCentroidSimilarity)], 0.0, 1e-6);
+  EXPECT_LT(other[static_cast<std::size_t>(OosFeature::kCentroidZ)], -10.0);
 
   // A score file for another model's shape is refused, naming the field.
   auto wrong_dim = OosScorer::load(work_, 2, 8);
