@@ -248,15 +248,11 @@ struct StagingGuard {
 // The features the out-of-scope score combines, kept by their measured AUROC on banking77 with
 // held-out intents and on KUAKE-QIC's own __oos__ (DESIGN-NOTES.md, "out-of-scope score").
 const std::vector<OosFeature>& kept_oos_features() {
-  static const std::vector<OosFeature> kept = {OosFeature::kMaxProbability,
-                                               OosFeature::kMargin,
-                                               OosFeature::kNegEntropy,
-                                               OosFeature::kMaxLogit,
-                                               OosFeature::kNeighbourSimilarity,
-                                               OosFeature::kNeighbourAgreement,
-                                               OosFeature::kIntentSimilarity,
-                                               OosFeature::kCentroidSimilarity,
-                                               OosFeature::kCentroidZ};
+  static const std::vector<OosFeature> kept = {
+      OosFeature::kMaxProbability,      OosFeature::kMargin,
+      OosFeature::kNegEntropy,          OosFeature::kMaxLogit,
+      OosFeature::kNeighbourSimilarity, OosFeature::kNeighbourAgreement,
+      OosFeature::kIntentSimilarity};
   return kept;
 }
 
