@@ -302,7 +302,9 @@ void add_oos_examples(const IntentModel& model, const OosScorer& features_of,
 // play the out-of-scope questions; the data's own __oos__ rows join them. Positives are rows of
 // the remaining intents the auxiliary model did not train on. The logistic weights learnt on the
 // auxiliary model's features are then served with the final model's features and a neighbour
-// index over its own training rows. Returns no scorer when the data cannot support the fit.
+// index over its own training rows (the auxiliary model has no __oos__ label even when the data
+// has one: its job is to show what an unseen question looks like to a model). Returns no scorer
+// when the data cannot support the fit.
 std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
                                        const std::vector<PreparedRow>& rows,
                                        const std::vector<std::size_t>& train_part,
@@ -348,7 +350,10 @@ std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
     warnings.push_back("too few rows for the out-of-scope score; none fitted");
     return std::nullopt;
   }
-  if (Status s = write_fasttext_file(scratch_file, rows, aux_train); !s) return std::nullopt;
+  if (Status s = write_fasttext_file(scratch_file, rows, aux_train); !s) {
+    warnings.push_back("no out-of-scope score: " + s.error().message);
+    return std::nullopt;
+  }
   auto aux = IntentModel::train(scratch_file, params);
   std::error_code ec;
   std::filesystem::remove(scratch_file, ec);
@@ -377,6 +382,7 @@ std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
   return OosScorer::fit(examples, fit_options, std::move(index), std::move(centroids),
                         std::move(fit_info));
 }
+
 }  // namespace
 
 Result<TrainReport> train_intent_model(const TrainOptions& options) {

@@ -374,7 +374,7 @@ Result<OosScorer> OosScorer::load(const std::filesystem::path& dir, std::size_t 
     return invalid(path, "bias", "missing or not a number");
   }
   scorer.bias_ = json["bias"].get<double>();
-  scorer.assumed_oos_share_ = json.value("assumed_oos_share", 0.5);
+  scorer.assumed_oos_share_ = json.value("assumed_oos_share", 0.2);
   if (json.value("dim", -1) != dim) {
     return invalid(path, "dim", "differs from the model's dimension " + std::to_string(dim));
   }

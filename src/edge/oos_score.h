@@ -61,7 +61,7 @@ struct OosFitOptions {
   std::vector<OosFeature> features;  // the ones the logistic model combines
   // Out-of-scope share of the traffic the probability is stated for: the fit weighs both classes
   // equally, then shifts its intercept to this prior.
-  double assumed_oos_share = 0.5;
+  double assumed_oos_share = 0.2;
   double l2 = 1e-2;  // ridge on the standardised weights
 };
 
@@ -121,7 +121,7 @@ class OosScorer {
   std::vector<double> scale_;    // per kept feature, > 0
   std::vector<double> weights_;  // per kept feature, on the standardised value
   double bias_ = 0;              // includes the prior shift
-  double assumed_oos_share_ = 0.5;
+  double assumed_oos_share_ = 0.2;
   nlohmann::json fit_info_ = nlohmann::json::object();
   NeighbourIndex index_;
   IntentCentroids centroids_;
