@@ -207,7 +207,9 @@ std::optional<RunResult> run(const std::string& label, TrainOptions options,
   std::size_t right = 0;
   for (const Scored& s : test) {
     raw.push_back(s.prediction.raw_probability);
-    calibrated.push_back(s.prediction.confidence);
+    // The intent calibrator's own figure: `confidence` also folds in P(in scope), which is
+    // stated for an assumed out-of-scope share, not this test set's.
+    calibrated.push_back(s.prediction.intent_confidence);
     correct.push_back(s.correct());
     right += s.correct() ? 1 : 0;
     result.test_oos_rows += s.truth == kOutOfScopeIntent ? 1 : 0;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -33,7 +35,10 @@
 #include "core/decision.h"
 #include "edge/intent_dataset.h"
 #include "edge/intent_engine.h"
+#include "edge/intent_model.h"
 #include "edge/intent_trainer.h"
+#include "edge/model_manifest.h"
+#include "edge/oos_score.h"
 #include "router/calibrate.h"
 #include "router/complexity.h"
 #include "router/decide.h"
@@ -447,6 +452,501 @@ void print_details(const RouterRun& r) {
               kMinSupport, monotone ? "yes" : "no");
 }
 
+// ---- Open-intent protocol (issue 10) ----
+// Zhang, Xu & Lin, "Deep Open Intent Classification with Adaptive Decision Boundary" (AAAI 2021):
+// train on a share of the intents, the rest are out of scope; an unanswered row counts as
+// predicted out of scope. Three policies decide the edge on the same model and rows.
+
+constexpr std::array<double, 3> kOosShares = {0.10, 0.20, 0.30};
+constexpr double kGlobalSoftmaxThreshold = 0.9;
+constexpr double kAimMaxLeak = 0.03;
+constexpr double kAimEdgeShareRatio = 1.2;
+// ADB (BERT) on BANKING with 50% known intents, accuracy; printed for scale.
+constexpr double kAdbBanking50Accuracy = 0.865;
+constexpr std::array<std::uint64_t, 3> kDrawSeeds = {11, 22, 33};
+
+enum class EdgePolicy { kGlobalSoftmax, kTodaysCalibrate, kOosScore };
+constexpr std::array<EdgePolicy, 3> kEdgePolicies = {
+    EdgePolicy::kGlobalSoftmax, EdgePolicy::kTodaysCalibrate, EdgePolicy::kOosScore};
+
+const char* policy_name(EdgePolicy policy) {
+  switch (policy) {
+    case EdgePolicy::kGlobalSoftmax:
+      return "softmax>=0.9";
+    case EdgePolicy::kTodaysCalibrate:
+      return "today's calibrate";
+    case EdgePolicy::kOosScore:
+      return "oos score";
+  }
+  return "?";
+}
+
+// "Today's calibrate": the calibrate options main ships. When the thresholds branch (hierarchical
+// bands) is merged, its legacy rule is selected here, and only here.
+hengshi::router::CalibrateOptions todays_calibrate_options() {
+  hengshi::router::CalibrateOptions options;
+  options.target_precision = kTargetPrecision;
+  options.min_support = kMinSupport;
+  return options;
+}
+// The calibrate the out-of-scope policy runs with: whatever `hengshi calibrate` does by default.
+hengshi::router::CalibrateOptions current_calibrate_options() {
+  hengshi::router::CalibrateOptions options;
+  options.target_precision = kTargetPrecision;
+  options.min_support = kMinSupport;
+  return options;
+}
+
+struct ShareMetrics {
+  double edge_share = 0;
+  std::optional<double> edge_precision;
+  double leak = 0;      // share of out-of-scope rows answered by the edge
+  double coverage = 0;  // share of in-scope rows answered by the edge
+  double accuracy = 0;  // open-intent protocol
+  double macro_f1 = 0;
+};
+
+struct OpenIntentRun {
+  std::string name;
+  std::string group;  // settings averaged together in the summary
+  std::size_t known_intents = 0;
+  std::size_t test_in_scope = 0;
+  std::size_t test_oos = 0;
+  std::map<std::string, double> auroc;     // feature → AUROC on the test rows (in scope vs not)
+  std::vector<std::string> kept_features;  // the ones the served score combines
+  std::map<EdgePolicy, std::array<ShareMetrics, kOosShares.size()>> metrics;
+  double predict_p99_us = 0;         // with the out-of-scope score
+  double predict_p99_legacy_us = 0;  // the same model without it
+};
+
+// A copy of a model directory as a model trained before the out-of-scope score: no score files,
+// a manifest that does not list them (the engine's fallback).
+bool write_legacy_copy(const fs::path& dir, const fs::path& legacy) {
+  std::error_code ec;
+  fs::remove_all(legacy, ec);
+  fs::copy(dir, legacy, fs::copy_options::recursive, ec);
+  if (ec) return false;
+  auto manifest = hengshi::edge::load_verified_manifest(legacy);
+  if (!manifest) return false;
+  std::erase_if(manifest->files, [](const hengshi::edge::ManifestFile& f) {
+    return f.name == hengshi::edge::kOosScoreFile || f.name == hengshi::edge::kOosNeighboursFile;
+  });
+  manifest->holdout_metrics.erase("oos_score");
+  fs::remove(legacy / hengshi::edge::kOosScoreFile, ec);
+  fs::remove(legacy / hengshi::edge::kOosNeighboursFile, ec);
+  return static_cast<bool>(hengshi::edge::write_manifest(legacy, *manifest));
+}
+
+// Edge decisions of a calibrated policy: bands fitted on `calibrate_rows`, then decide().
+std::optional<std::vector<bool>> calibrated_edge(const IntentEngine& engine,
+                                                 const std::vector<IntentExample>& calibrate_rows,
+                                                 const std::vector<IntentExample>& test,
+                                                 const std::vector<IntentPrediction>& predictions,
+                                                 const hengshi::router::CalibrateOptions& options,
+                                                 const fs::path& thresholds_path) {
+  namespace router = hengshi::router;
+  std::vector<router::CalibrationRow> calibration;
+  for (const IntentExample& row : calibrate_rows) calibration.push_back({row.text, row.intent, ""});
+  auto fitted = router::calibrate_thresholds(engine, calibration, options);
+  if (!fitted) {
+    std::fprintf(stderr, "calibration failed: %s\n", fitted.error().message.c_str());
+    return std::nullopt;
+  }
+  if (auto written = router::write_thresholds_file(fitted->file, thresholds_path.string());
+      !written) {
+    std::fprintf(stderr, "%s\n", written.error().message.c_str());
+    return std::nullopt;
+  }
+  auto policy = router::load_router_policy("", thresholds_path.string());
+  if (!policy) {
+    std::fprintf(stderr, "policy: %s\n", policy.error().message.c_str());
+    return std::nullopt;
+  }
+  router::RouterRuntime runtime(**policy);
+  std::vector<bool> edge(test.size());
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    edge[i] =
+        router::decide(route_input_for(test[i].text, predictions[i]), **policy, runtime).route ==
+        hengshi::Route::edge;
+  }
+  return edge;
+}
+
+// Metrics with the out-of-scope rows weighted to `oos_share` of the traffic.
+ShareMetrics share_metrics(const std::vector<IntentExample>& test,
+                           const std::vector<IntentPrediction>& predictions,
+                           const std::vector<bool>& edge, double oos_share) {
+  std::size_t in_scope = 0;
+  for (const IntentExample& row : test) in_scope += row.intent != kOutOfScopeIntent ? 1 : 0;
+  const std::size_t oos = test.size() - in_scope;
+  const double oos_weight =
+      oos == 0 ? 0 : oos_share / (1 - oos_share) * static_cast<double>(in_scope) / oos;
+  double total = 0, edge_weight = 0, edge_right = 0, right = 0;
+  std::size_t oos_edge = 0, in_scope_edge = 0;
+  // Open-intent classes: every true or predicted label, __oos__ included.
+  std::map<std::string, std::array<double, 3>> counts;  // tp, fp, fn
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    const bool true_oos = test[i].intent == kOutOfScopeIntent;
+    const double w = true_oos ? oos_weight : 1.0;
+    const std::string predicted = edge[i] ? predictions[i].intent : std::string(kOutOfScopeIntent);
+    total += w;
+    if (edge[i]) {
+      edge_weight += w;
+      edge_right += !true_oos && predicted == test[i].intent ? w : 0;
+      (true_oos ? oos_edge : in_scope_edge) += 1;
+    }
+    if (predicted == test[i].intent) {
+      right += w;
+      counts[predicted][0] += w;
+    } else {
+      counts[predicted][1] += w;
+      counts[test[i].intent][2] += w;
+    }
+  }
+  ShareMetrics m;
+  m.edge_share = total == 0 ? 0 : edge_weight / total;
+  if (edge_weight > 0) m.edge_precision = edge_right / edge_weight;
+  m.leak = oos == 0 ? 0 : static_cast<double>(oos_edge) / oos;
+  m.coverage = in_scope == 0 ? 0 : static_cast<double>(in_scope_edge) / in_scope;
+  m.accuracy = total == 0 ? 0 : right / total;
+  double f1_sum = 0;
+  for (const auto& [label, c] : counts) {
+    const double denominator = 2 * c[0] + c[1] + c[2];
+    f1_sum += denominator == 0 ? 0 : 2 * c[0] / denominator;
+  }
+  m.macro_f1 = counts.empty() ? 0 : f1_sum / static_cast<double>(counts.size());
+  return m;
+}
+
+// Candidates that need models of their own, measured here rather than served: fastText
+// one-vs-all (`-loss ova`, the largest independent sigmoid) and the agreement of a second,
+// differently seeded and featured softmax model with the served one. AUROCs over the rows with
+// usable tokens, in the order `positive` was filled.
+void measure_model_candidates(const std::vector<IntentExample>& train_rows,
+                              const std::vector<IntentExample>& test,
+                              const hengshi::edge::FastTextParams& params,
+                              const IntentEngine& engine,
+                              const std::vector<IntentPrediction>& predictions,
+                              const std::vector<bool>& positive, const fs::path& file,
+                              std::map<std::string, double>& auroc) {
+  const hengshi::edge::TextNormalizer& normalizer = engine.normalizer();
+  {
+    std::ofstream out(file);
+    for (const IntentExample& row : train_rows) {
+      out << "__label__" << row.intent << ' ' << normalizer.to_model_input(row.text) << '\n';
+    }
+  }
+  hengshi::edge::FastTextParams ova_params = params;
+  ova_params.one_vs_all = true;
+  hengshi::edge::FastTextParams second_params = params;
+  second_params.seed = params.seed + 1;
+  second_params.minn = params.minn > 0 ? 0 : 3;  // the other sub-word setting
+  second_params.maxn = params.minn > 0 ? 0 : 6;
+  auto ova = hengshi::edge::IntentModel::train(file, ova_params);
+  auto second = hengshi::edge::IntentModel::train(file, second_params);
+  std::error_code ec;
+  fs::remove(file, ec);
+  if (!ova || !second) return;
+  std::vector<double> ova_max, agreement;
+  std::vector<double> logits;
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    const std::string input = normalizer.to_model_input(test[i].text);
+    if (input.empty()) continue;
+    (*ova)->logits(input, logits);
+    const double top = *std::max_element(logits.begin(), logits.end());
+    ova_max.push_back(1.0 / (1.0 + std::exp(-top)));
+    (*second)->logits(input, logits);
+    const auto best =
+        static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    // Agreement, ranked by the served model's probability among agreeing pairs.
+    agreement.push_back((*second)->labels()[best] == predictions[i].intent
+                            ? 1.0 + predictions[i].raw_probability
+                            : predictions[i].raw_probability);
+  }
+  if (ova_max.size() != positive.size()) return;
+  auroc["ova_max_sigmoid"] = hengshi::edge::auroc(ova_max, positive);
+  auroc["ensemble_agreement"] = hengshi::edge::auroc(agreement, positive);
+}
+
+// One setting: train on `train_rows` (80%, the rest calibrates, as bench_router's main run),
+// test on `test` whose unknown rows are labelled __oos__.
+std::optional<OpenIntentRun> run_open_intent(const std::string& name, const std::string& group,
+                                             const std::vector<IntentExample>& train_file_rows,
+                                             std::vector<IntentExample> test, const fs::path& work,
+                                             double search_budget_s, double assumed_oos_share) {
+  OpenIntentRun result;
+  result.name = name;
+  result.group = group;
+  std::vector<IntentExample> train_rows;
+  std::vector<IntentExample> calibrate_rows;
+  stratified_split(train_file_rows, kCalibrateShare, /*seed=*/1, train_rows, calibrate_rows);
+  std::set<std::string> known;
+  for (const IntentExample& row : train_rows) {
+    if (row.intent != kOutOfScopeIntent) known.insert(row.intent);
+  }
+  result.known_intents = known.size();
+  for (IntentExample& row : test) {
+    if (!known.contains(row.intent)) row.intent = std::string(kOutOfScopeIntent);
+    (row.intent == kOutOfScopeIntent ? result.test_oos : result.test_in_scope) += 1;
+  }
+
+  hengshi::edge::TrainOptions options;
+  options.data_path = write_training_file(work / (name + "-train.jsonl"), train_rows);
+  options.out_dir = work / (name + "-model");
+  options.autotune_budget_s = search_budget_s;
+  options.assumed_oos_share = assumed_oos_share;
+  auto report = hengshi::edge::train_intent_model(options);
+  if (!report) {
+    std::fprintf(stderr, "%s: training failed: %s\n", name.c_str(), report.error().message.c_str());
+    return std::nullopt;
+  }
+  const fs::path legacy_dir = work / (name + "-model-legacy");
+  if (!write_legacy_copy(report->out_dir, legacy_dir)) {
+    std::fprintf(stderr, "%s: cannot write the legacy copy\n", name.c_str());
+    return std::nullopt;
+  }
+  auto engine = IntentEngine::load(report->out_dir);
+  auto legacy = IntentEngine::load(legacy_dir);
+  if (!engine || !legacy) {
+    std::fprintf(stderr, "%s: load failed: %s\n", name.c_str(),
+                 (!engine ? engine.error() : legacy.error()).message.c_str());
+    return std::nullopt;
+  }
+
+  std::vector<IntentPrediction> predictions;
+  std::vector<IntentPrediction> legacy_predictions;
+  for (const IntentExample& row : test) {
+    predictions.push_back((*engine)->predict(row.text));
+    legacy_predictions.push_back((*legacy)->predict(row.text));
+  }
+  std::vector<double> predict_us;
+  std::vector<double> legacy_us;
+  for (const IntentExample& row : test) {
+    auto start = std::chrono::steady_clock::now();
+    const IntentPrediction p = (*engine)->predict(row.text);
+    predict_us.push_back(micros_since(start, std::chrono::steady_clock::now()));
+    start = std::chrono::steady_clock::now();
+    const IntentPrediction q = (*legacy)->predict(row.text);
+    legacy_us.push_back(micros_since(start, std::chrono::steady_clock::now()));
+  }
+  result.predict_p99_us = percentile(predict_us, 0.99);
+  result.predict_p99_legacy_us = percentile(legacy_us, 0.99);
+
+  // AUROC of in scope vs out of scope for each candidate feature and for the combination.
+  std::vector<bool> positive;
+  std::vector<std::vector<double>> features(hengshi::edge::kOosFeatureCount);
+  std::vector<double> combined, product;
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    const auto f = (*engine)->oos_features(test[i].text);
+    if (!f) continue;
+    positive.push_back(test[i].intent != kOutOfScopeIntent);
+    for (std::size_t k = 0; k < f->size(); ++k) features[k].push_back((*f)[k]);
+    combined.push_back(predictions[i].in_scope);
+    product.push_back(predictions[i].confidence);
+  }
+  for (std::size_t k = 0; k < features.size(); ++k) {
+    result.auroc[std::string(hengshi::edge::oos_feature_name(
+        static_cast<hengshi::edge::OosFeature>(k)))] = hengshi::edge::auroc(features[k], positive);
+  }
+  if (const hengshi::edge::OosScorer* scorer = (*engine)->oos_scorer()) {
+    for (hengshi::edge::OosFeature f : scorer->kept_features()) {
+      result.kept_features.emplace_back(hengshi::edge::oos_feature_name(f));
+    }
+  }
+  result.auroc["in_scope (combined)"] = hengshi::edge::auroc(combined, positive);
+  result.auroc["confidence (x intent)"] = hengshi::edge::auroc(product, positive);
+
+  measure_model_candidates(train_rows, test, report->params, **engine, predictions, positive,
+                           work / (name + "-candidates.txt"), result.auroc);
+
+  std::map<EdgePolicy, std::vector<bool>> edge;
+  {
+    std::vector<bool>& softmax = edge[EdgePolicy::kGlobalSoftmax];
+    for (const IntentPrediction& p : legacy_predictions) {
+      softmax.push_back(!p.is_oos && !p.answer.empty() &&
+                        p.raw_probability >= kGlobalSoftmaxThreshold);
+    }
+  }
+  auto today = calibrated_edge(**legacy, calibrate_rows, test, legacy_predictions,
+                               todays_calibrate_options(), work / (name + "-today.json"));
+  auto scored = calibrated_edge(**engine, calibrate_rows, test, predictions,
+                                current_calibrate_options(), work / (name + "-oos.json"));
+  if (!today || !scored) return std::nullopt;
+  edge[EdgePolicy::kTodaysCalibrate] = std::move(*today);
+  edge[EdgePolicy::kOosScore] = std::move(*scored);
+  for (EdgePolicy policy : kEdgePolicies) {
+    const std::vector<IntentPrediction>& used =
+        policy == EdgePolicy::kOosScore ? predictions : legacy_predictions;
+    for (std::size_t s = 0; s < kOosShares.size(); ++s) {
+      result.metrics[policy][s] = share_metrics(test, used, edge[policy], kOosShares[s]);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(report->out_dir, ec);
+  fs::remove_all(legacy_dir, ec);
+  return result;
+}
+
+void print_open_intent(const OpenIntentRun& r) {
+  std::printf("\n%s: %zu known intents; test %zu in scope + %zu out of scope\n", r.name.c_str(),
+              r.known_intents, r.test_in_scope, r.test_oos);
+  std::printf("  out-of-scope score combines:");
+  for (const std::string& feature : r.kept_features) std::printf(" %s", feature.c_str());
+  std::printf("\n  AUROC in scope vs out of scope (test rows):");
+  for (const auto& [feature, value] : r.auroc) std::printf(" %s %.3f;", feature.c_str(), value);
+  std::printf("\n  predict p99: %.1f us with the score, %.1f us without (x%.2f)\n",
+              r.predict_p99_us, r.predict_p99_legacy_us,
+              r.predict_p99_legacy_us > 0 ? r.predict_p99_us / r.predict_p99_legacy_us : 0.0);
+  std::printf("  %-18s %5s %6s %7s %6s %6s %6s %6s\n", "policy", "oos", "edge", "edge", "oos",
+              "cover", "open", "open");
+  std::printf("  %-18s %5s %6s %7s %6s %6s %6s %6s\n", "", "share", "share", "prec", "leak", "age",
+              "acc", "macF1");
+  for (EdgePolicy policy : kEdgePolicies) {
+    for (std::size_t s = 0; s < kOosShares.size(); ++s) {
+      const ShareMetrics& m = r.metrics.at(policy)[s];
+      std::printf("  %-18s %5.2f %6.3f %7s %6.3f %6.3f %6.3f %6.3f\n", policy_name(policy),
+                  kOosShares[s], m.edge_share, format_optional(m.edge_precision, "%.3f").c_str(),
+                  m.leak, m.coverage, m.accuracy, m.macro_f1);
+    }
+  }
+}
+
+// Summary over all settings, and the issue's targets for the out-of-scope policy.
+bool print_open_intent_targets(const std::vector<OpenIntentRun>& runs) {
+  std::printf("\nopen-intent summary (mean over draws) at target precision %.2f:\n",
+              kTargetPrecision);
+  std::printf("  %-16s %-18s %5s %6s %7s %6s %6s %6s %6s %7s\n", "setting", "policy", "oos", "edge",
+              "edge", "oos", "cover", "open", "open", "share x");
+  std::printf("  %-16s %-18s %5s %6s %7s %6s %6s %6s %6s %7s\n", "", "", "share", "share", "prec",
+              "leak", "age", "acc", "macF1", "today");
+  std::vector<std::string> groups;
+  for (const OpenIntentRun& r : runs) {
+    if (std::find(groups.begin(), groups.end(), r.group) == groups.end()) groups.push_back(r.group);
+  }
+  for (const std::string& group : groups) {
+    for (EdgePolicy policy : kEdgePolicies) {
+      for (std::size_t s = 0; s < kOosShares.size(); ++s) {
+        double share = 0, precision = 0, leak = 0, coverage = 0, accuracy = 0, f1 = 0, today = 0;
+        std::size_t n = 0, with_precision = 0;
+        for (const OpenIntentRun& r : runs) {
+          if (r.group != group) continue;
+          const ShareMetrics& m = r.metrics.at(policy)[s];
+          share += m.edge_share;
+          if (m.edge_precision) {
+            precision += *m.edge_precision;
+            ++with_precision;
+          }
+          leak += m.leak;
+          coverage += m.coverage;
+          accuracy += m.accuracy;
+          f1 += m.macro_f1;
+          today += r.metrics.at(EdgePolicy::kTodaysCalibrate)[s].edge_share;
+          ++n;
+        }
+        const double k = static_cast<double>(n);
+        std::printf(
+            "  %-16s %-18s %5.2f %6.3f %7s %6.3f %6.3f %6.3f %6.3f %7.2f\n", group.c_str(),
+            policy_name(policy), kOosShares[s], share / k,
+            with_precision == 0
+                ? "n/a"
+                : format_optional(precision / static_cast<double>(with_precision), "%.3f").c_str(),
+            leak / k, coverage / k, accuracy / k, f1 / k, today > 0 ? share / today : 0.0);
+      }
+    }
+  }
+  std::printf(
+      "  (open acc/macF1: ADB protocol, out of scope = one extra class, not answered by the edge "
+      "= predicted out of scope; ADB (BERT) reports accuracy %.3f on BANKING at 50%% known "
+      "intents, for scale)\n",
+      kAdbBanking50Accuracy);
+
+  std::printf(
+      "\ntargets (oos score policy, every setting and draw, out-of-scope share up to 30%%):\n");
+  bool all_met = true;
+  for (const OpenIntentRun& r : runs) {
+    bool precision_met = true, leak_met = true, share_met = true;
+    double worst_precision = 1, worst_leak = 0, worst_ratio = 1e9;
+    for (std::size_t s = 0; s < kOosShares.size(); ++s) {
+      const ShareMetrics& m = r.metrics.at(EdgePolicy::kOosScore)[s];
+      const double today = r.metrics.at(EdgePolicy::kTodaysCalibrate)[s].edge_share;
+      const double precision = m.edge_precision.value_or(0);
+      const double ratio = today > 0 ? m.edge_share / today : (m.edge_share > 0 ? 1e9 : 0);
+      worst_precision = std::min(worst_precision, precision);
+      worst_leak = std::max(worst_leak, m.leak);
+      worst_ratio = std::min(worst_ratio, ratio);
+      precision_met &= precision >= kTargetPrecision;
+      leak_met &= m.leak <= kAimMaxLeak;
+      share_met &= ratio >= kAimEdgeShareRatio;
+    }
+    std::printf(
+        "  %-22s precision >= %.2f: %.3f %s; leak <= %.2f: %.3f %s; edge share >= %.1fx "
+        "today's: x%.2f %s\n",
+        r.name.c_str(), kTargetPrecision, worst_precision, precision_met ? "met" : "NOT met",
+        kAimMaxLeak, worst_leak, leak_met ? "met" : "NOT met", kAimEdgeShareRatio, worst_ratio,
+        share_met ? "met" : "NOT met");
+    all_met &= precision_met && leak_met && share_met;
+    std::printf("  %-22s predict p99 <= 200 us: %.1f us %s\n", r.name.c_str(), r.predict_p99_us,
+                r.predict_p99_us <= 200 ? "met" : "NOT met");
+  }
+  return all_met;
+}
+
+// Known-intent draws on banking77 (75% and 50% of the intents), and KUAKE-QIC's own __oos__.
+std::vector<OpenIntentRun> run_open_intent_protocol(const fs::path& data_dir, const fs::path& work,
+                                                    double search_budget_s, bool quick,
+                                                    const std::string& only,
+                                                    double assumed_oos_share) {
+  std::vector<OpenIntentRun> runs;
+  if (only.empty() || std::string("banking77").find(only) != std::string::npos) {
+    auto train = hengshi::edge::read_intent_examples(data_dir / "banking77_train.jsonl");
+    auto test = hengshi::edge::read_intent_examples(data_dir / "banking77_test.jsonl");
+    if (!train || !test) {
+      std::fprintf(stderr, "banking77: cannot read the data\n");
+      return runs;
+    }
+    std::set<std::string> intent_set;
+    for (const IntentExample& row : *train) intent_set.insert(row.intent);
+    const std::vector<std::string> intents(intent_set.begin(), intent_set.end());
+    for (const double known_share : {0.75, 0.50}) {
+      for (std::size_t draw = 0; draw < (quick ? 1 : kDrawSeeds.size()); ++draw) {
+        std::vector<std::string> shuffled = intents;
+        std::mt19937_64 random(kDrawSeeds[draw]);
+        std::shuffle(shuffled.begin(), shuffled.end(), random);
+        const auto keep = static_cast<std::size_t>(known_share * shuffled.size() + 0.5);
+        const std::set<std::string> known(shuffled.begin(),
+                                          shuffled.begin() + static_cast<std::ptrdiff_t>(keep));
+        std::vector<IntentExample> known_rows;
+        for (const IntentExample& row : *train) {
+          if (known.contains(row.intent)) known_rows.push_back(row);
+        }
+        char name[64];
+        std::snprintf(name, sizeof name, "banking77-%02.0f%%-draw%zu", known_share * 100, draw + 1);
+        char group[32];
+        std::snprintf(group, sizeof group, "banking77 %02.0f%%", known_share * 100);
+        auto run = run_open_intent(name, group, known_rows, *test, work, search_budget_s,
+                                   assumed_oos_share);
+        if (!run) continue;
+        print_open_intent(*run);
+        std::fflush(stdout);
+        runs.push_back(std::move(*run));
+      }
+    }
+  }
+  if (only.empty() || std::string("kuake_qic").find(only) != std::string::npos) {
+    auto train = hengshi::edge::read_intent_examples(data_dir / "kuake_qic_train.jsonl");
+    auto test = hengshi::edge::read_intent_examples(data_dir / "kuake_qic_dev.jsonl");
+    if (train && test) {
+      auto run = run_open_intent("kuake_qic", "kuake_qic", *train, *test, work, search_budget_s,
+                                 assumed_oos_share);
+      if (run) {
+        print_open_intent(*run);
+        runs.push_back(std::move(*run));
+      }
+    }
+  }
+  return runs;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -457,6 +957,14 @@ int main(int argc, char** argv) {
   app.add_option("--data", data_dir, "dataset folder (default $HENGSHI_DATA_DIR, ../shared/data)");
   app.add_option("--search-budget", search_budget_s, "hyper-parameter search budget, CPU seconds");
   app.add_option("--only", only, "kuake | banking77");
+  std::string section = "all";
+  bool quick = false;
+  app.add_option("--section", section, "all | router | open-intent")
+      ->check(CLI::IsMember({"all", "router", "open-intent"}));
+  double assumed_oos_share = hengshi::edge::TrainOptions{}.assumed_oos_share;
+  app.add_option("--assumed-oos-share", assumed_oos_share,
+                 "out-of-scope share the trained score states P(in scope) for");
+  app.add_flag("--quick", quick, "open-intent protocol: one known-intent draw instead of three");
   CLI11_PARSE(app, argc, argv);
   if (data_dir.empty()) {
     const char* env = std::getenv("HENGSHI_DATA_DIR");
@@ -506,6 +1014,7 @@ int main(int argc, char** argv) {
 
   std::vector<RouterRun> results;
   for (const Dataset& dataset : datasets) {
+    if (section == "open-intent") break;
     if (!only.empty() && dataset.name.find(only) == std::string::npos) continue;
     auto result = run(dataset, data_dir, work, search_budget_s, prices);
     if (!result) {
@@ -518,50 +1027,67 @@ int main(int argc, char** argv) {
     results.push_back(std::move(*result));
   }
 
-  std::printf("\nat target precision %.2f (dev/test rows routed by decide()):\n", kTargetPrecision);
-  std::printf("%-10s %5s %6s %7s %6s %6s %8s %8s %8s %8s %8s %7s\n", "dataset", "rows", "edge",
-              "edge", "oos", "oos", "cost vs", "cost vs", "decide", "decide", "predict", "ratio");
-  std::printf("%-10s %5s %6s %7s %6s %6s %8s %8s %8s %8s %8s %7s\n", "", "", "share", "prec",
-              "leak", "recall", "small", "large", "p50 us", "p99 us", "p99 us", "p99");
-  for (const RouterRun& r : results) {
-    const std::optional<double> leak = r.oos_leak();
-    std::printf(
-        "%-10s %5zu %6.3f %7s %6s %6s %8.3f %8.3f %8.2f %8.2f %8.2f %7.2f\n", r.name.c_str(),
-        r.dev_rows, r.edge_share(), format_optional(r.edge_precision(), "%.3f").c_str(),
-        format_optional(leak, "%.3f").c_str(),
-        format_optional(leak ? std::optional<double>(1 - *leak) : std::nullopt, "%.3f").c_str(),
-        r.cost_routed / r.cost_all_small, r.cost_routed / r.cost_all_large, r.decide_p50_us,
-        r.decide_p99_us, r.predict_p99_us, r.decide_p99_us / r.predict_p99_us);
-  }
-  std::printf(
-      "(cost vs small/large = routed cost / the same rows all sent to cloud-small / cloud-large;\n"
-      " latency: wall clock per call, single thread, warm; decide() excludes predict(), which is\n"
-      " shown measured in the same run; ratio = decide p99 / predict p99)\n");
-  std::printf(
-      "reference: CLINC150 (Larson et al. 2019), best in-scope accuracy %.3f with out-of-scope "
-      "recall %.3f (BERT, threshold); a different dataset, for scale\n",
-      kClincInScopeAccuracy, kClincOosRecall);
-
-  std::printf(
-      "\naims: out-of-scope recall >= %.2f with edge precision >= %.2f; decide p99 <= %.0f "
-      "us\n",
-      kAimOosRecall, kTargetPrecision, kAimDecideP99Us);
-  for (const RouterRun& r : results) {
-    const std::optional<double> precision = r.edge_precision();
-    const bool precision_met = precision && *precision >= kTargetPrecision;
-    if (const std::optional<double> leak = r.oos_leak()) {
-      const double recall = 1 - *leak;
-      std::printf("  %-10s oos recall %.3f (x%.2f CLINC150's %.3f), edge precision %s: %s\n",
-                  r.name.c_str(), recall, recall / kClincOosRecall, kClincOosRecall,
-                  format_optional(precision, "%.3f").c_str(),
-                  recall >= kAimOosRecall && precision_met ? "PASS" : "MISS");
-    } else {
-      std::printf("  %-10s oos recall n/a (no __oos__ rows), edge precision %s: %s\n",
-                  r.name.c_str(), format_optional(precision, "%.3f").c_str(),
-                  precision_met ? "PASS" : "MISS");
+  if (section != "open-intent") {
+    std::printf("\nat target precision %.2f (dev/test rows routed by decide()):\n",
+                kTargetPrecision);
+    std::printf("%-10s %5s %6s %7s %6s %6s %8s %8s %8s %8s %8s %7s\n", "dataset", "rows", "edge",
+                "edge", "oos", "oos", "cost vs", "cost vs", "decide", "decide", "predict", "ratio");
+    std::printf("%-10s %5s %6s %7s %6s %6s %8s %8s %8s %8s %8s %7s\n", "", "", "share", "prec",
+                "leak", "recall", "small", "large", "p50 us", "p99 us", "p99 us", "p99");
+    for (const RouterRun& r : results) {
+      const std::optional<double> leak = r.oos_leak();
+      std::printf(
+          "%-10s %5zu %6.3f %7s %6s %6s %8.3f %8.3f %8.2f %8.2f %8.2f %7.2f\n", r.name.c_str(),
+          r.dev_rows, r.edge_share(), format_optional(r.edge_precision(), "%.3f").c_str(),
+          format_optional(leak, "%.3f").c_str(),
+          format_optional(leak ? std::optional<double>(1 - *leak) : std::nullopt, "%.3f").c_str(),
+          r.cost_routed / r.cost_all_small, r.cost_routed / r.cost_all_large, r.decide_p50_us,
+          r.decide_p99_us, r.predict_p99_us, r.decide_p99_us / r.predict_p99_us);
     }
-    std::printf("  %-10s decide p99 %.2f us: %s\n", r.name.c_str(), r.decide_p99_us,
-                r.decide_p99_us <= kAimDecideP99Us ? "PASS" : "MISS");
+    std::printf(
+        "(cost vs small/large = routed cost / the same rows all sent to cloud-small / "
+        "cloud-large;\n"
+        " latency: wall clock per call, single thread, warm; decide() excludes predict(), which "
+        "is\n"
+        " shown measured in the same run; ratio = decide p99 / predict p99)\n");
+    std::printf(
+        "reference: CLINC150 (Larson et al. 2019), best in-scope accuracy %.3f with out-of-scope "
+        "recall %.3f (BERT, threshold); a different dataset, for scale\n",
+        kClincInScopeAccuracy, kClincOosRecall);
+
+    std::printf(
+        "\naims: out-of-scope recall >= %.2f with edge precision >= %.2f; decide p99 <= %.0f "
+        "us\n",
+        kAimOosRecall, kTargetPrecision, kAimDecideP99Us);
+    for (const RouterRun& r : results) {
+      const std::optional<double> precision = r.edge_precision();
+      const bool precision_met = precision && *precision >= kTargetPrecision;
+      if (const std::optional<double> leak = r.oos_leak()) {
+        const double recall = 1 - *leak;
+        std::printf("  %-10s oos recall %.3f (x%.2f CLINC150's %.3f), edge precision %s: %s\n",
+                    r.name.c_str(), recall, recall / kClincOosRecall, kClincOosRecall,
+                    format_optional(precision, "%.3f").c_str(),
+                    recall >= kAimOosRecall && precision_met ? "PASS" : "MISS");
+      } else {
+        std::printf("  %-10s oos recall n/a (no __oos__ rows), edge precision %s: %s\n",
+                    r.name.c_str(), format_optional(precision, "%.3f").c_str(),
+                    precision_met ? "PASS" : "MISS");
+      }
+      std::printf("  %-10s decide p99 %.2f us: %s\n", r.name.c_str(), r.decide_p99_us,
+                  r.decide_p99_us <= kAimDecideP99Us ? "PASS" : "MISS");
+    }
+  }  // section router
+  if (section != "router") {
+    std::printf(
+        "\nopen-intent protocol (ADB, AAAI 2021): banking77 trained on 75%% and 50%% of the "
+        "intents (%s), the rest out of scope; kuake_qic with its own __oos__; test traffic "
+        "weighted to 10/20/30%% out of scope; policies on the same model: one global threshold "
+        "%.2f on the raw softmax, today's calibrate, calibrate over the out-of-scope score\n",
+        quick ? "one draw (--quick)" : "three fixed draws", kGlobalSoftmaxThreshold);
+    std::fflush(stdout);
+    const std::vector<OpenIntentRun> runs =
+        run_open_intent_protocol(data_dir, work, search_budget_s, quick, only, assumed_oos_share);
+    print_open_intent_targets(runs);
   }
   std::error_code ec;
   fs::remove_all(work, ec);

@@ -16,6 +16,8 @@ struct TrainArgs {
   bool quantize = false;
   std::uint64_t seed = 1;
   double search_budget_s = 30;
+  bool no_oos_score = false;
+  double assumed_oos_share = edge::TrainOptions{}.assumed_oos_share;
 };
 
 int run_train(const TrainArgs& args) {
@@ -26,6 +28,8 @@ int run_train(const TrainArgs& args) {
   options.quantize = args.quantize;
   options.seed = args.seed;
   options.autotune_budget_s = args.search_budget_s;
+  options.oos_score = !args.no_oos_score;
+  options.assumed_oos_share = args.assumed_oos_share;
   if (!args.answers.empty()) options.answers_path = args.answers;
 
   auto report = edge::train_intent_model(options);
@@ -53,6 +57,16 @@ int run_train(const TrainArgs& args) {
                   bin.mean_confidence, bin.accuracy);
     }
   }
+  if (r.oos_score) {
+    // The fit's own rows (held-out intents as out of scope); bench_router measures it on test data.
+    const nlohmann::json auroc = r.oos_fit.value("auroc", nlohmann::json::object());
+    std::printf("out-of-scope score: %s positives, %s negatives; AUROC %.3f combined (in sample)\n",
+                r.oos_fit.value("positives", nlohmann::json()).dump().c_str(),
+                r.oos_fit.value("negatives", nlohmann::json()).dump().c_str(),
+                auroc.value("combined", 0.0));
+  } else {
+    std::printf("out-of-scope score: none (confidence is the intent confidence alone)\n");
+  }
   for (const auto& warning : r.warnings) std::printf("warning: %s\n", warning.c_str());
   std::printf("trained in %.1f s\n", r.total_seconds);
   return 0;
@@ -75,6 +89,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   train->add_option("--search-budget", args->search_budget_s,
                     "hyper-parameter search budget in predicted CPU seconds (0 = no search)")
       ->check(CLI::NonNegativeNumber);
+  train->add_flag("--no-oos-score", args->no_oos_score,
+                  "no out-of-scope score: confidence is the intent confidence alone");
+  train->add_option("--assumed-oos-share", args->assumed_oos_share,
+                    "out-of-scope share of traffic the score states P(in scope) for")
+      ->check(CLI::Range(0.01, 0.99));
   train->callback([args, &exit_code] { exit_code = run_train(*args); });
 }
 

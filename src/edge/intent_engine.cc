@@ -1,5 +1,7 @@
 #include "edge/intent_engine.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -105,6 +107,26 @@ Result<std::unique_ptr<IntentEngine>> IntentEngine::load(const std::filesystem::
     }
     engine->answers_[i] = it->get<std::string>();
   }
+
+  const auto lists = [&](std::string_view name) {
+    return std::any_of(engine->manifest_.files.begin(), engine->manifest_.files.end(),
+                       [&](const ManifestFile& f) { return f.name == name; });
+  };
+  if (lists(kOosScoreFile)) {
+    if (!lists(kOosNeighboursFile)) {
+      return Error{"model_invalid", manifest_path.string() + ": field \"files\": lists " +
+                                        std::string(kOosScoreFile) + " but not " +
+                                        std::string(kOosNeighboursFile)};
+    }
+    auto scorer = OosScorer::load(dir, labels.size(), engine->model_->dim());
+    if (!scorer) return scorer.error();
+    engine->oos_scorer_ = std::move(scorer.value());
+  } else {
+    spdlog::info(
+        "intent model {}: no {} (trained before the out-of-scope score): confidence is the "
+        "calibrated intent confidence alone",
+        dir.string(), kOosScoreFile);
+  }
   return engine;
 }
 
@@ -118,17 +140,34 @@ IntentPrediction IntentEngine::predict(std::string_view text) const {
   // Per-thread buffers keep the hot path free of allocations after the first call.
   thread_local std::vector<double> logits;
   thread_local std::vector<double> scratch;
-  model_->logits(input, logits);
+  thread_local std::vector<float> sentence_vector;
+  model_->logits(input, logits, sentence_vector);
   const CalibratedTop2 top = calibrator_.apply(logits, scratch);
   const std::vector<std::string>& labels = model_->labels();
   prediction.intent = labels[static_cast<std::size_t>(top.first)];
   if (top.second >= 0) prediction.second_intent = labels[static_cast<std::size_t>(top.second)];
-  prediction.confidence = top.confidence;
+  prediction.intent_confidence = top.confidence;
+  if (oos_scorer_) {
+    prediction.in_scope =
+        oos_scorer_->in_scope(oos_scorer_->features(logits, top.first, sentence_vector));
+  }
+  prediction.confidence = top.confidence * prediction.in_scope;
   prediction.raw_probability = top.raw_probability;
   prediction.margin = std::max(0.0, top.confidence - top.second_confidence);
   prediction.is_oos = top.first == oos_index_;
   if (!prediction.is_oos) prediction.answer = answers_[static_cast<std::size_t>(top.first)];
   return prediction;
+}
+
+std::optional<OosFeatures> IntentEngine::oos_features(std::string_view text) const {
+  const std::string input = normalizer_.to_model_input(text);
+  if (!oos_scorer_ || input.empty()) return std::nullopt;
+  std::vector<double> logits;
+  std::vector<float> sentence_vector;
+  model_->logits(input, logits, sentence_vector);
+  const auto top =
+      static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  return oos_scorer_->features(logits, top, sentence_vector);
 }
 
 bool answerable(const IntentPrediction& prediction, double min_confidence) {

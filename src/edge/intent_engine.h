@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,25 +18,31 @@
 #include "edge/calibration.h"
 #include "edge/intent_model.h"
 #include "edge/model_manifest.h"
+#include "edge/oos_score.h"
 #include "edge/text_normalizer.h"
 
 namespace hengshi::edge {
 
 struct IntentPrediction {
-  std::string intent;          // top label; kOutOfScopeIntent ("__oos__") when out of scope
-  std::string answer;          // canned answer of `intent`; empty for __oos__ or none in the FAQ
-  double confidence = 0;       // calibrated P(intent is right), [0, 1]
-  double raw_probability = 0;  // the model's own softmax probability of `intent`
-  double margin = 0;           // confidence − calibrated probability of the runner-up, ≥ 0
-  std::string second_intent;   // the runner-up label
-  bool is_oos = true;          // intent == __oos__, or the text has no usable tokens
+  std::string intent;  // top label; kOutOfScopeIntent ("__oos__") when out of scope
+  std::string answer;  // canned answer of `intent`; empty for __oos__ or none in the FAQ
+  // P(the edge answer is right): intent_confidence × in_scope. The router's bands gate on it.
+  double confidence = 0;
+  double intent_confidence = 0;  // calibrated P(intent is right | the question is in scope)
+  double in_scope = 1;           // P(in scope) of the out-of-scope score; 1 without one
+  double raw_probability = 0;    // the model's own softmax probability of `intent`
+  double margin = 0;  // intent_confidence − calibrated probability of the runner-up, ≥ 0
+  std::string second_intent;  // the runner-up label
+  bool is_oos = true;         // intent == __oos__, or the text has no usable tokens
 };
 
 class IntentEngine {
  public:
   // Verifies manifest.json (format, format_version, every file's size and xxh64), then loads the
-  // model, labels, answers, normaliser settings and calibrator. Errors (code "model_invalid")
-  // name the file and field at fault.
+  // model, labels, answers, normaliser settings, calibrator and, when the manifest lists it, the
+  // out-of-scope score (a directory written before it existed loads without: in_scope is then 1
+  // and confidence the intent confidence, as before; load logs which). Errors (code
+  // "model_invalid") name the file and field at fault.
   static Result<std::unique_ptr<IntentEngine>> load(const std::filesystem::path& dir);
 
   IntentPrediction predict(std::string_view text) const;
@@ -45,6 +52,11 @@ class IntentEngine {
   const std::vector<std::string>& labels() const { return model_->labels(); }
   const TextNormalizer& normalizer() const { return normalizer_; }
   const Calibrator& calibrator() const { return calibrator_; }
+  // The out-of-scope score, or null for a directory without oos_score.json.
+  const OosScorer* oos_scorer() const { return oos_scorer_ ? &*oos_scorer_ : nullptr; }
+  // Every candidate out-of-scope feature of `text` (bench_router measures each one's AUROC);
+  // nullopt without an out-of-scope score or for text without usable tokens.
+  std::optional<OosFeatures> oos_features(std::string_view text) const;
   const std::filesystem::path& dir() const { return dir_; }
 
  private:
@@ -55,6 +67,7 @@ class IntentEngine {
   std::unique_ptr<IntentModel> model_;
   TextNormalizer normalizer_;
   Calibrator calibrator_;
+  std::optional<OosScorer> oos_scorer_;
   std::vector<std::string> answers_;  // by label index; empty when the intent has none
   int oos_index_ = -1;
 };

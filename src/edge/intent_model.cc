@@ -121,9 +121,16 @@ struct IntentModel::Impl {
 };
 
 nlohmann::json FastTextParams::to_json() const {
-  return {{"loss", "softmax"},          {"lr", lr},     {"epoch", epoch}, {"dim", dim},
-          {"word_ngrams", word_ngrams}, {"minn", minn}, {"maxn", maxn},   {"bucket", bucket},
-          {"threads", threads},         {"seed", seed}};
+  return {{"loss", one_vs_all ? "ova" : "softmax"},
+          {"lr", lr},
+          {"epoch", epoch},
+          {"dim", dim},
+          {"word_ngrams", word_ngrams},
+          {"minn", minn},
+          {"maxn", maxn},
+          {"bucket", bucket},
+          {"threads", threads},
+          {"seed", seed}};
 }
 
 IntentModel::IntentModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
@@ -147,7 +154,7 @@ Result<std::unique_ptr<IntentModel>> IntentModel::train(const std::filesystem::p
   fasttext::Args args;
   args.input = train_file.string();
   args.model = fasttext::model_name::sup;
-  args.loss = fasttext::loss_name::softmax;
+  args.loss = params.one_vs_all ? fasttext::loss_name::ova : fasttext::loss_name::softmax;
   args.label = std::string(kLabelPrefix);
   args.minCount = 1;
   args.minCountLabel = 0;
@@ -219,6 +226,14 @@ Status IntentModel::save(const std::filesystem::path& file) const {
 bool IntentModel::quantized() const { return impl_->fasttext.isQuant(); }
 
 void IntentModel::logits(std::string_view model_input, std::vector<double>& logits) const {
+  thread_local std::vector<float> hidden;
+  this->logits(model_input, logits, hidden);
+}
+
+int IntentModel::dim() const { return impl_->dim; }
+
+void IntentModel::logits(std::string_view model_input, std::vector<double>& logits,
+                         std::vector<float>& sentence_vector) const {
   // The trailing newline makes fastText append its end-of-sentence token, as in training.
   std::string line(model_input);
   line.push_back('\n');
@@ -226,8 +241,7 @@ void IntentModel::logits(std::string_view model_input, std::vector<double>& logi
   std::vector<int32_t> words;
   std::vector<int32_t> labels;
   impl_->fasttext.dictionary().getLine(in, words, labels);
-  thread_local std::vector<float> hidden;
-  impl_->compute_logits(words, hidden, logits);
+  impl_->compute_logits(words, sentence_vector, logits);
 }
 
 }  // namespace hengshi::edge

@@ -18,8 +18,9 @@
 
 namespace hengshi::edge {
 
-// fastText supervised hyper-parameters that the trainer searches over (softmax loss always:
-// calibration needs a proper distribution over labels).
+// fastText supervised hyper-parameters that the trainer searches over (softmax loss: calibration
+// needs a proper distribution over labels; one-vs-all only for measuring it as an out-of-scope
+// candidate, bench/router.cc — such a model does not load as a served model).
 struct FastTextParams {
   double lr = 0.5;
   int epoch = 25;
@@ -30,6 +31,7 @@ struct FastTextParams {
   int bucket = 100000;  // hash buckets for word and character n-grams
   int threads = 1;      // 1 keeps training deterministic for a given seed
   int seed = 1;
+  bool one_vs_all = false;  // `-loss ova`: independent sigmoids per label
 
   nlohmann::json to_json() const;
 };
@@ -70,6 +72,11 @@ class IntentModel {
   // dictionary and matrices are only read, scratch space is per thread. About 20 µs for a
   // ten-word query (bench/edge_intent.cc).
   void logits(std::string_view model_input, std::vector<double>& logits) const;
+  // The same, and the sentence vector the logits are computed from (the mean of the input rows,
+  // dim() floats): the out-of-scope score compares it with the training examples'.
+  void logits(std::string_view model_input, std::vector<double>& logits,
+              std::vector<float>& sentence_vector) const;
+  int dim() const;
 
  private:
   struct Impl;

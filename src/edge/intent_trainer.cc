@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "edge/model_manifest.h"
+#include "edge/oos_score.h"
 
 namespace hengshi::edge {
 namespace {
@@ -243,6 +244,144 @@ struct StagingGuard {
     if (!path.empty()) std::filesystem::remove_all(path, ec);
   }
 };
+
+// The features the out-of-scope score combines, kept by their measured AUROC on banking77 with
+// held-out intents and on KUAKE-QIC's own __oos__ (DESIGN-NOTES.md, "out-of-scope score").
+const std::vector<OosFeature>& kept_oos_features() {
+  static const std::vector<OosFeature> kept = {
+      OosFeature::kMaxProbability,      OosFeature::kMargin,
+      OosFeature::kNegEntropy,          OosFeature::kMaxLogit,
+      OosFeature::kNeighbourSimilarity, OosFeature::kNeighbourAgreement,
+      OosFeature::kIntentSimilarity};
+  return kept;
+}
+
+// The neighbour index and intent centroids over the sentence vectors of `model` for the
+// in-scope rows[indices] (label indices in the model's order; rows whose label the model lacks
+// are left out).
+std::pair<NeighbourIndex, IntentCentroids> neighbours_of(const IntentModel& model,
+                                                         const std::vector<PreparedRow>& rows,
+                                                         const std::vector<std::size_t>& indices) {
+  std::map<std::string, int> label_index;
+  for (std::size_t i = 0; i < model.labels().size(); ++i) {
+    label_index[model.labels()[i]] = static_cast<int>(i);
+  }
+  std::vector<float> vectors;
+  std::vector<int> intents;
+  std::vector<double> logits;
+  std::vector<float> vector;
+  for (std::size_t i : indices) {
+    const auto it = label_index.find(rows[i].intent);
+    if (it == label_index.end() || rows[i].intent == kOutOfScopeIntent) continue;
+    model.logits(rows[i].model_input, logits, vector);
+    vectors.insert(vectors.end(), vector.begin(), vector.end());
+    intents.push_back(it->second);
+  }
+  IntentCentroids centroids =
+      IntentCentroids::build(model.dim(), vectors, intents, model.labels().size());
+  return {NeighbourIndex::build(model.dim(), vectors, std::move(intents)), std::move(centroids)};
+}
+
+void add_oos_examples(const IntentModel& model, const OosScorer& features_of,
+                      const std::vector<PreparedRow>& rows, const std::vector<std::size_t>& indices,
+                      bool in_scope, std::vector<OosExample>& out) {
+  std::vector<double> logits;
+  std::vector<float> vector;
+  for (std::size_t i : indices) {
+    model.logits(rows[i].model_input, logits, vector);
+    if (logits.empty()) continue;
+    const auto top =
+        static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back({features_of.features(logits, top, vector), in_scope});
+  }
+}
+
+// Fits the out-of-scope score. Real out-of-scope questions are rare in training data, so the
+// negatives are mostly synthetic but realistic: an auxiliary model is trained without a quarter
+// of the in-scope intents (seeded draw), and the rows of those intents, which it has never seen,
+// play the out-of-scope questions; the data's own __oos__ rows join them. Positives are rows of
+// the remaining intents the auxiliary model did not train on. The logistic weights learnt on the
+// auxiliary model's features are then served with the final model's features and a neighbour
+// index over its own training rows (the auxiliary model has no __oos__ label even when the data
+// has one: its job is to show what an unseen question looks like to a model). Returns no scorer
+// when the data cannot support the fit.
+std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
+                                       const std::vector<PreparedRow>& rows,
+                                       const std::vector<std::size_t>& train_part,
+                                       const std::vector<std::size_t>& holdout_part,
+                                       const std::vector<std::string>& in_scope,
+                                       const FastTextParams& params, const IntentModel& model,
+                                       const std::filesystem::path& scratch_file,
+                                       std::mt19937_64& rng, std::vector<std::string>& warnings) {
+  if (in_scope.size() < 3) {
+    warnings.push_back("fewer than 3 in-scope intents: no out-of-scope score");
+    return std::nullopt;
+  }
+  std::vector<std::string> shuffled = in_scope;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  const std::size_t held_out_count =
+      std::clamp<std::size_t>((in_scope.size() + 2) / 4, 1, in_scope.size() - 2);
+  const std::set<std::string> held_out(
+      shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(held_out_count));
+  std::vector<std::size_t> known;
+  std::vector<std::size_t> negatives;
+  std::size_t real_oos = 0;
+  for (const std::vector<std::size_t>* part : {&train_part, &holdout_part}) {
+    for (std::size_t i : *part) {
+      if (rows[i].intent == kOutOfScopeIntent) {
+        negatives.push_back(i);
+        ++real_oos;
+      } else if (held_out.contains(rows[i].intent)) {
+        negatives.push_back(i);
+      } else if (part == &train_part) {
+        known.push_back(i);
+      }
+    }
+  }
+  std::vector<std::size_t> aux_train;
+  std::vector<std::size_t> positives;
+  stratified_split(rows, known, 0.2, rng, aux_train, positives);
+  for (std::size_t i : holdout_part) {
+    if (rows[i].intent != kOutOfScopeIntent && !held_out.contains(rows[i].intent)) {
+      positives.push_back(i);
+    }
+  }
+  if (positives.empty() || negatives.empty()) {
+    warnings.push_back("too few rows for the out-of-scope score; none fitted");
+    return std::nullopt;
+  }
+  if (Status s = write_fasttext_file(scratch_file, rows, aux_train); !s) {
+    warnings.push_back("no out-of-scope score: " + s.error().message);
+    return std::nullopt;
+  }
+  auto aux = IntentModel::train(scratch_file, params);
+  std::error_code ec;
+  std::filesystem::remove(scratch_file, ec);
+  if (!aux) {
+    warnings.push_back("auxiliary model for the out-of-scope score failed: " + aux.error().message);
+    return std::nullopt;
+  }
+  OosFitOptions fit_options;
+  fit_options.features = kept_oos_features();
+  fit_options.assumed_oos_share = options.assumed_oos_share;
+  auto [aux_index, aux_centroids] = neighbours_of(**aux, rows, aux_train);
+  const OosScorer aux_features =
+      OosScorer::fit({}, fit_options, std::move(aux_index), std::move(aux_centroids), {});
+  std::vector<OosExample> examples;
+  add_oos_examples(**aux, aux_features, rows, positives, true, examples);
+  add_oos_examples(**aux, aux_features, rows, negatives, false, examples);
+
+  nlohmann::json held_out_json = nlohmann::json::array();
+  for (const std::string& intent : held_out) held_out_json.push_back(intent);
+  nlohmann::json fit_info = {{"negatives_from",
+                              {{"held_out_intents", held_out_json},
+                               {"held_out_intent_rows", negatives.size() - real_oos},
+                               {"oos_rows", real_oos}}},
+                             {"auxiliary_train_rows", aux_train.size()}};
+  auto [index, centroids] = neighbours_of(model, rows, train_part);
+  return OosScorer::fit(examples, fit_options, std::move(index), std::move(centroids),
+                        std::move(fit_info));
+}
 
 }  // namespace
 
@@ -484,6 +623,12 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
     report.warnings.push_back("no holdout: confidences are the model's raw probabilities");
   }
 
+  std::optional<OosScorer> oos_scorer;
+  if (options.oos_score) {
+    oos_scorer = fit_oos_score(options, rows, train_part, holdout_part, in_scope, chosen, *model,
+                               staging.path / "oos-aux.txt", rng, report.warnings);
+  }
+
   // Files.
   report.model_file = options.quantize ? "model.ftz" : "model.bin";
   if (Status s = model->save(staging.path / report.model_file); !s) return s.error();
@@ -511,12 +656,20 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
     if (Status s = write_json(staging.path / name, json); !s) return s.error();
   }
 
+  std::vector<std::string> file_names = {report.model_file, "labels.json", "answers.json",
+                                         "normalizer.json", "calibration.json"};
+  if (oos_scorer) {
+    if (Status s = oos_scorer->save(staging.path); !s) return s.error();
+    file_names.emplace_back(kOosScoreFile);
+    file_names.emplace_back(kOosNeighboursFile);
+    report.oos_score = true;
+    report.oos_fit = oos_scorer->fit_info();
+  }
+
   ModelManifest manifest;
   manifest.created_at = utc_timestamp(false);
   manifest.model_file = report.model_file;
-  for (const std::string& name :
-       {report.model_file, std::string("labels.json"), std::string("answers.json"),
-        std::string("normalizer.json"), std::string("calibration.json")}) {
+  for (const std::string& name : file_names) {
     auto file = describe_file(staging.path, name);
     if (!file) return file.error();
     manifest.files.push_back(std::move(file.value()));
@@ -582,6 +735,13 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
       {"calibration_rows", report.calibration.examples},
       {"calibration", std::string(calibration_method_name(report.calibration.calibrator.method()))},
       {"temperature", report.calibration.calibrator.temperature()}};
+  // Says whether the engine's confidence includes the out-of-scope score (older directories
+  // lack this block and load without it).
+  manifest.holdout_metrics["oos_score"] =
+      oos_scorer ? nlohmann::json{{"file", std::string(kOosScoreFile)},
+                                  {"assumed_oos_share", oos_scorer->assumed_oos_share()},
+                                  {"auroc", report.oos_fit.value("auroc", nlohmann::json())}}
+                 : nlohmann::json{{"file", nullptr}};
   if (Status s = write_manifest(staging.path, manifest); !s) return s.error();
 
   if (Status s = move_into_place(staging.path, target); !s) return s.error();

@@ -9,6 +9,9 @@
 //   calibration.json calibrator (identity | temperature | isotonic), chosen by cross-fitted ECE
 //                    on the holdout, or on out-of-fold predictions for small sets; with ECE and
 //                    reliability tables
+//   oos_score.json   out-of-scope score (oos_score.h): logistic weights over the kept features,
+//                    the assumed out-of-scope share, and how it was fitted (negatives, AUROCs)
+//   oos_neighbours.hnsw  sentence vectors of the training rows for its neighbour features
 // The directory is written to a sibling staging folder and renamed into place, so a failed run
 // never leaves a half-written model where a good one was.
 #pragma once
@@ -45,6 +48,15 @@ struct TrainOptions {
   // Skips the search and trains with exactly these parameters (benchmarks, experiments).
   std::optional<FastTextParams> fixed_params;
   QuantizeParams quantize_params;
+  // Fit the out-of-scope score (oos_score.h). Costs one auxiliary fastText training on the
+  // training part without a quarter of its intents, whose rows become out-of-scope negatives
+  // (with the data's own __oos__ rows). Off: the model directory has no oos_score.json and the
+  // engine's confidence is the calibrated intent confidence alone.
+  bool oos_score = true;
+  // The out-of-scope share P(in scope) is stated for (the test traffic had 18%). Higher
+  // values are stricter with unseen questions but also with in-scope ones carrying unseen words
+  // (a phone number after an FAQ question); DESIGN-NOTES.md has the measured trade-off.
+  double assumed_oos_share = 0.2;
 };
 
 struct SearchTrial {
@@ -80,6 +92,8 @@ struct TrainReport {
   double total_seconds = 0;                     // wall
   double total_cpu_seconds = 0;                 // CPU of this process while training
   std::vector<IntentExample> holdout_examples;  // the held-out rows, e.g. to pick thresholds
+  bool oos_score = false;                       // oos_score.json written
+  nlohmann::json oos_fit = nlohmann::json::object();  // its "fit" block (sources, AUROCs)
   std::vector<std::string> warnings;            // e.g. intents without an answer
 };
 

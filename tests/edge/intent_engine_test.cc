@@ -93,7 +93,10 @@ TEST_F(IntentEngineTest, PredictsIntentAnswerConfidenceAndMargin) {
   EXPECT_GT(prediction.raw_probability, 0.0);
   EXPECT_LE(prediction.raw_probability, 1.0);
   EXPECT_GE(prediction.margin, 0.0);
-  EXPECT_LE(prediction.margin, prediction.confidence);
+  // The margin is on the intent-confidence scale; confidence folds in P(in scope) on top.
+  EXPECT_LE(prediction.margin, prediction.intent_confidence);
+  EXPECT_LE(prediction.confidence, prediction.intent_confidence);
+  EXPECT_GT(prediction.in_scope, 0.5);
   EXPECT_FALSE(prediction.second_intent.empty());
   EXPECT_NE(prediction.second_intent, prediction.intent);
   EXPECT_TRUE(answerable(prediction, 0.0));
