@@ -481,12 +481,12 @@ const char* policy_name(EdgePolicy policy) {
   return "?";
 }
 
-// "Today's calibrate": the calibrate options main ships. When the thresholds branch (hierarchical
-// bands) is merged, its legacy rule is selected here, and only here.
+// "Today's calibrate": the per-group rule calibrate had before hierarchical bands (issue 10).
 hengshi::router::CalibrateOptions todays_calibrate_options() {
   hengshi::router::CalibrateOptions options;
   options.target_precision = kTargetPrecision;
   options.min_support = kMinSupport;
+  options.rule = hengshi::router::ThresholdRule::per_group_legacy;
   return options;
 }
 // The calibrate the out-of-scope policy runs with: whatever `hengshi calibrate` does by default.
