@@ -13,6 +13,10 @@ class GatewayUpstreamFailureTest : public GatewayFixture {
     GatewayOptions options;
     options.small_ttft_timeout_ms = 500;
     options.small_total_timeout_ms = 1500;
+    // These tests show what one kind of failure looks like to the client. Offline mode (3 timeouts
+    // in a row → answers from the edge or L4) has tests of its own; left on, whether a test's
+    // retries reach the third timeout would decide between a 504 and an offline 200.
+    options.extra_yaml = "chain:\n  offline:\n    enabled: false\n";
     start(options);
   }
   void expect_error(const HttpResult& result, int status, const std::string& code) {
