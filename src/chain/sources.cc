@@ -169,7 +169,8 @@ awaitable<Result<Answer, AttemptError>> EdgeIntentSource::answer(const SourceReq
 // ---- edge LLM ----
 
 awaitable<Result<Answer, AttemptError>> EdgeLlmSource::answer(const SourceRequest& request) {
-  co_return co_await generate(request, {});
+  edge::PieceSink no_pieces;  // not `{}` in the co_await: g++ 12 mishandles braced temporaries there
+  co_return co_await generate(request, std::move(no_pieces));
 }
 
 awaitable<Result<Answer, AttemptError>> EdgeLlmSource::stream(const SourceRequest& request, PieceSink sink) {

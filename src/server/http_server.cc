@@ -5,6 +5,8 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <optional>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -185,29 +187,34 @@ awaitable<bool> HttpServer::reject_early(beast::tcp_stream& stream,
 awaitable<void> HttpServer::reject_read_error(beast::tcp_stream& stream,
                                               http::request_parser<http::string_body>& parser,
                                               beast::error_code ec, bool got_bytes) {
-  // A chunked body can overflow the limit while the headers are still being parsed.
+  // The answer is built before the one co_await: g++ 12 relocates a braced aggregate temporary
+  // inside a co_await expression bitwise, and the copy's empty std::string then frees a pointer
+  // into the coroutine frame (ASan: "free on address which was not malloc()-ed").
+  std::optional<std::pair<http::status, ApiError>> answer;
   if (ec == http::error::body_limit) {
-    co_await reject_early(stream, parser, http::status::payload_too_large,
-                          ApiError::payload_too_large("request body exceeds the limit of " +
-                                                      std::to_string(config_.max_body_bytes) + " bytes")
-                              .body());
+    // A chunked body can overflow the limit while the headers are still being parsed.
+    answer.emplace(http::status::payload_too_large,
+                   ApiError::payload_too_large("request body exceeds the limit of " +
+                                               std::to_string(config_.max_body_bytes) + " bytes"));
   } else if (ec == http::error::header_limit) {
-    co_await reject_early(stream, parser, http::status::request_header_fields_too_large,
-                          ApiError{431, "invalid_request_error", "headers_too_large",
-                                   "request headers exceed " + std::to_string(kHeaderLimitBytes) + " bytes", {}}
-                              .body());
+    answer.emplace(http::status::request_header_fields_too_large,
+                   ApiError{431, "invalid_request_error", "headers_too_large",
+                            "request headers exceed " + std::to_string(kHeaderLimitBytes) + " bytes", {}});
   } else if (got_bytes && ec == beast::error::timeout) {
-    co_await reject_early(stream, parser, http::status::request_timeout,
-                          ApiError{408, "invalid_request_error", "request_timeout",
-                                   "the request's headers and body did not arrive within " +
-                                       std::to_string(config_.read_timeout_ms) + " ms", {}}
-                              .body());
+    answer.emplace(http::status::request_timeout,
+                   ApiError{408, "invalid_request_error", "request_timeout",
+                            "the request's headers and body did not arrive within " +
+                                std::to_string(config_.read_timeout_ms) + " ms",
+                            {}});
   } else if (!is_disconnect(ec) && ec != http::error::partial_message) {
-    co_await reject_early(stream, parser, http::status::bad_request,
-                          ApiError::invalid_request("bad_http", "malformed HTTP request: " + ec.message())
-                              .body());
+    answer.emplace(http::status::bad_request,
+                   ApiError::invalid_request("bad_http", "malformed HTTP request: " + ec.message()));
   }
   // Otherwise (idle timeout, client gone) there is nobody to answer.
+  if (answer) {
+    std::string body = answer->second.body();
+    co_await reject_early(stream, parser, answer->first, std::move(body));
+  }
 }
 
 // Bounds a request's header + body read: on expiry it cancels the socket's operations (they
