@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "edge/oos_score.h"
 #include "router/complexity.h"
 #include "router/complexity_model.h"
 #include "router/complexity_trainer.h"
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
           s.push_back(scorer.scores[i]);
           l.push_back(labels[i]);
         }
-        scorer.fold_aucs.push_back(roc_auc(s, l));
+        scorer.fold_aucs.push_back(hengshi::edge::auroc(s, l));
       }
     }
 
@@ -235,7 +236,7 @@ int main(int argc, char** argv) {
                 "-", "-", 0.30, 0.50, small_quality + 0.5 * gap, 0.5, 100 * random_calls);
     for (std::size_t index = 0; index < scorers.size(); ++index) {
       const Scorer& scorer = scorers[index];
-      const double auc = roc_auc(scorer.scores, labels);
+      const double auc = hengshi::edge::auroc(scorer.scores, labels);
       const Curve curve =
           cost_quality(rows, std::vector<int>(rows.size(), 0), 1, scorer.scores);
       double apgr = 0;

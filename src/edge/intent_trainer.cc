@@ -215,26 +215,6 @@ Status write_json(const std::filesystem::path& path, const nlohmann::json& json)
   return Ok{};
 }
 
-// Replaces `target` by `staging`: only an empty directory or a previous model directory
-// (one with a manifest.json) is ever removed.
-Status move_into_place(const std::filesystem::path& staging, const std::filesystem::path& target) {
-  std::error_code ec;
-  if (std::filesystem::exists(target, ec)) {
-    const bool is_model_dir = std::filesystem::exists(target / kManifestFileName, ec);
-    const bool is_empty_dir =
-        std::filesystem::is_directory(target, ec) && std::filesystem::is_empty(target, ec);
-    if (!is_model_dir && !is_empty_dir) {
-      return Error{"invalid_argument",
-                   target.string() + ": exists and is not a model directory; not overwriting it"};
-    }
-    std::filesystem::remove_all(target, ec);
-    if (ec) return Error{"io_error", target.string() + ": cannot replace: " + ec.message()};
-  }
-  std::filesystem::rename(staging, target, ec);
-  if (ec)
-    return Error{"io_error", target.string() + ": cannot move model into place: " + ec.message()};
-  return Ok{};
-}
 
 // Removes the staging folder on every early return.
 struct StagingGuard {
@@ -744,7 +724,7 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
                  : nlohmann::json{{"file", nullptr}};
   if (Status s = write_manifest(staging.path, manifest); !s) return s.error();
 
-  if (Status s = move_into_place(staging.path, target); !s) return s.error();
+  if (Status s = replace_model_directory(staging.path, target); !s) return s.error();
   staging.path.clear();
   report.out_dir = target;
   report.total_seconds = seconds_since(started);

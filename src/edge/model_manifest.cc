@@ -179,4 +179,25 @@ Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir) {
   return manifest;
 }
 
+// Replaces `target` by `staging`: only an empty directory or a previous model directory
+// (one with a manifest.json) is ever removed.
+Status replace_model_directory(const std::filesystem::path& staging, const std::filesystem::path& target) {
+  std::error_code ec;
+  if (std::filesystem::exists(target, ec)) {
+    const bool is_model_dir = std::filesystem::exists(target / kManifestFileName, ec);
+    const bool is_empty_dir =
+        std::filesystem::is_directory(target, ec) && std::filesystem::is_empty(target, ec);
+    if (!is_model_dir && !is_empty_dir) {
+      return Error{"invalid_argument",
+                   target.string() + ": exists and is not a model directory; not overwriting it"};
+    }
+    std::filesystem::remove_all(target, ec);
+    if (ec) return Error{"io_error", target.string() + ": cannot replace: " + ec.message()};
+  }
+  std::filesystem::rename(staging, target, ec);
+  if (ec)
+    return Error{"io_error", target.string() + ": cannot move model into place: " + ec.message()};
+  return Ok{};
+}
+
 }  // namespace hengshi::edge

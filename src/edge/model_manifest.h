@@ -53,4 +53,9 @@ Status write_manifest(const std::filesystem::path& dir, const ModelManifest& man
 // exists with the listed size and hash. Errors (code "model_invalid") name the file and field.
 Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir);
 
+// Renames `staging` to `target` for the trainers' atomic writes. An existing `target` is removed
+// first only when it is empty or a model directory (it has a manifest.json); anything else is
+// refused ("invalid_argument"), so a mistyped --out never deletes someone's folder.
+Status replace_model_directory(const std::filesystem::path& staging, const std::filesystem::path& target);
+
 }  // namespace hengshi::edge

@@ -225,8 +225,10 @@ PolicyFigures evaluate_policy(const Thresholds& thresholds,
   return figures;
 }
 
-Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> rows,
-                                              const CalibrateOptions& options) {
+namespace {
+
+// The options both entry points fit with; checked before any row is predicted.
+Status check_fit_options(const CalibrateOptions& options) {
   if (!(options.target_precision > 0 && options.target_precision <= 1)) {
     char got[32];
     std::snprintf(got, sizeof got, "%g", options.target_precision);
@@ -236,6 +238,14 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   if (options.min_support == 0) {
     return Error{"invalid_argument", "min support must be at least 1"};
   }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> rows,
+                                              const CalibrateOptions& options) {
+  if (Status valid = check_fit_options(options); !valid) return valid.error();
   if (rows.empty()) return Error{"data_invalid", "no usable rows to calibrate on"};
 
   CalibrateReport report;
@@ -359,15 +369,7 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
 Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                              const std::vector<CalibrationRow>& rows,
                                              const CalibrateOptions& options) {
-  if (!(options.target_precision > 0 && options.target_precision <= 1)) {
-    char got[32];
-    std::snprintf(got, sizeof got, "%g", options.target_precision);
-    return Error{"invalid_argument",
-                 std::string("target precision must be in (0, 1] (got ") + got + ")"};
-  }
-  if (options.min_support == 0) {
-    return Error{"invalid_argument", "min support must be at least 1"};
-  }
+  if (Status valid = check_fit_options(options); !valid) return valid.error();
   if (is_blank(options.default_task_type)) {
     return Error{"invalid_argument", "default task type must not be empty"};
   }

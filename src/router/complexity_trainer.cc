@@ -12,6 +12,7 @@
 
 #include "core/json_lines.h"
 #include "edge/model_manifest.h"
+#include "edge/oos_score.h"
 
 namespace hengshi::router {
 namespace {
@@ -191,31 +192,6 @@ edge::FastTextParams default_complexity_fasttext_params() {
   return params;
 }
 
-double roc_auc(const std::vector<double>& scores, const std::vector<bool>& labels) {
-  std::vector<std::size_t> order(scores.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
-  // Mann-Whitney U with mid-ranks for ties.
-  double positive_rank_sum = 0;
-  std::size_t positives = 0;
-  for (std::size_t i = 0; i < order.size();) {
-    std::size_t j = i;
-    while (j < order.size() && scores[order[j]] == scores[order[i]]) ++j;
-    const double mid_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
-    for (std::size_t k = i; k < j; ++k) {
-      if (labels[order[k]]) {
-        positive_rank_sum += mid_rank;
-        ++positives;
-      }
-    }
-    i = j;
-  }
-  const std::size_t negatives = scores.size() - positives;
-  if (positives == 0 || negatives == 0) return 0.5;
-  const double p = static_cast<double>(positives);
-  return (positive_rank_sum - p * (p + 1) / 2.0) / (p * static_cast<double>(negatives));
-}
-
 double cut_for_share(std::vector<double> scores, double share) {
   if (scores.empty()) return 0;
   std::sort(scores.begin(), scores.end(), std::greater<>());
@@ -303,7 +279,7 @@ Result<ComplexityTrainReport> train_complexity_model(const std::vector<Complexit
   ComplexityTrainReport report;
   report.rows = rows.size();
   report.hard_rows = hard;
-  report.train_auc = roc_auc(scores, labels);
+  report.train_auc = edge::auroc(scores, labels);
   report.model = std::make_shared<const ComplexityModel>(options.kind, std::move(logistic),
                                                          std::move(fasttext), normalizer_settings,
                                                          cut, options.large_share, version);
@@ -343,20 +319,7 @@ Result<ComplexityTrainReport> train_complexity_directory(const std::string& data
                                           : options.fasttext.to_json()}};
   if (Status s = report->model->save(staging.path, training); !s) return s.error();
 
-  // Only an empty directory or a previous model directory is ever replaced.
-  if (std::filesystem::exists(target, ec)) {
-    const bool is_model_dir = std::filesystem::exists(target / edge::kManifestFileName, ec);
-    const bool is_empty_dir =
-        std::filesystem::is_directory(target, ec) && std::filesystem::is_empty(target, ec);
-    if (!is_model_dir && !is_empty_dir) {
-      return Error{"invalid_argument",
-                   target.string() + ": exists and is not a model directory; not overwriting it"};
-    }
-    std::filesystem::remove_all(target, ec);
-    if (ec) return Error{"io_error", target.string() + ": cannot replace: " + ec.message()};
-  }
-  std::filesystem::rename(staging.path, target, ec);
-  if (ec) return Error{"io_error", target.string() + ": cannot move into place: " + ec.message()};
+  if (Status s = edge::replace_model_directory(staging.path, target); !s) return s.error();
   staging.path.clear();
   return report;
 }

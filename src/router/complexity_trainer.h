@@ -68,9 +68,6 @@ Result<ComplexityTrainReport> train_complexity_directory(const std::string& data
                                                          const std::filesystem::path& out_dir,
                                                          const ComplexityTrainOptions& options);
 
-// ROC AUC of `scores` for the positives `labels` (ties count one half); 0.5 when a class is
-// empty.
-double roc_auc(const std::vector<double>& scores, const std::vector<bool>& labels);
 
 // The smallest score such that `share` of `scores` are >= it (1 + max for share 0, clamped to
 // [0, 1] by the caller where scores are probabilities).

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "edge/oos_score.h"
 #include "router/complexity_trainer.h"
 #include "router/decide.h"
 #include "router/router_policy.h"
@@ -82,12 +83,12 @@ std::vector<bool> labels_of(const std::vector<ComplexityRow>& rows) {
 }
 
 TEST(ComplexityMetricsTest, RocAucCountsPairsAndTiesHalf) {
-  EXPECT_DOUBLE_EQ(roc_auc({0.1, 0.2, 0.8, 0.9}, {false, false, true, true}), 1.0);
-  EXPECT_DOUBLE_EQ(roc_auc({0.9, 0.8, 0.2, 0.1}, {false, false, true, true}), 0.0);
-  EXPECT_DOUBLE_EQ(roc_auc({0.5, 0.5, 0.5, 0.5}, {false, true, false, true}), 0.5);
+  EXPECT_DOUBLE_EQ(edge::auroc({0.1, 0.2, 0.8, 0.9}, {false, false, true, true}), 1.0);
+  EXPECT_DOUBLE_EQ(edge::auroc({0.9, 0.8, 0.2, 0.1}, {false, false, true, true}), 0.0);
+  EXPECT_DOUBLE_EQ(edge::auroc({0.5, 0.5, 0.5, 0.5}, {false, true, false, true}), 0.5);
   // One positive above one negative, tied with the other: (1 + 0.5) / 2.
-  EXPECT_DOUBLE_EQ(roc_auc({0.3, 0.5, 0.5}, {false, false, true}), 0.75);
-  EXPECT_DOUBLE_EQ(roc_auc({0.1, 0.2}, {true, true}), 0.5);  // one class only
+  EXPECT_DOUBLE_EQ(edge::auroc({0.3, 0.5, 0.5}, {false, false, true}), 0.75);
+  EXPECT_DOUBLE_EQ(edge::auroc({0.1, 0.2}, {true, true}), 0.5);  // one class only
 }
 
 TEST(ComplexityMetricsTest, CutForShareLeavesThatShareAtOrAbove) {
@@ -129,7 +130,7 @@ TEST(ComplexityTrainerTest, LearnedScoreRanksHeldOutHardAboveEasy) {
   for (const auto& row : held_out) scores.push_back(report->model->score(row.text, 1));
   // 10% of the labels are flipped both ways, so a perfect ranking of the texts scores about
   // 0.86; chance is 0.5.
-  EXPECT_GT(roc_auc(scores, labels_of(held_out)), 0.8);
+  EXPECT_GT(edge::auroc(scores, labels_of(held_out)), 0.8);
   const ComplexityModel& model = *report->model;
   EXPECT_GT(model.score(kHardText, 1), model.score(kEasyText, 1));
   EXPECT_TRUE(model.is_hard(model.score(kHardText, 1)));
