@@ -20,7 +20,10 @@ class GatewayRouterTest : public GatewayFixture {
     policy_path_ = temp_path("router-policy.yaml");
     write_policy("human_message: \"HUMAN-HANDOFF\"\npii:\n  safe_message: \"SAFE-REPLY\"\n");
     GatewayOptions options;
-    options.extra_yaml = "routing:\n  policy_file: " + policy_path_ + "\n  watch_interval_ms: 0\n";
+    // No L4 canned reply: what these tests check is the router's decision and the error the
+    // client gets when no level can answer (a canned reply would turn a spent budget into a 200).
+    options.extra_yaml = "routing:\n  policy_file: " + policy_path_ +
+                         "\n  watch_interval_ms: 0\nchain:\n  last_resort:\n    kind: error\n";
     start(options);
   }
   void TearDown() override {
