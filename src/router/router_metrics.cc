@@ -29,8 +29,19 @@ void RouterMetrics::count(const Decision& decision, const RouteInput& input) {
     unknown.inc();
   }
   if (auto it = decision.figures.find("complexity"); it != decision.figures.end()) {
-    registry.counter("hengshi_router_complexity_total", "Routed requests by complexity score",
+    registry.counter("hengshi_router_complexity_total",
+                     "Routed requests by the hand-written 1..5 complexity score",
                      {{"score", std::to_string(it->get<int>())}})
+        .inc();
+  }
+  // The learned model scores only requests bound for a cloud tier; its verdict picks the tier.
+  if (auto score = decision.figures.find("complexity_score"); score != decision.figures.end()) {
+    const auto cut = decision.figures.find("complexity_cut");
+    const bool hard = cut != decision.figures.end() && score->get<double>() >= cut->get<double>();
+    registry
+        .counter("hengshi_router_complexity_model_total",
+                 "Cloud-bound requests scored by the learned complexity model, by verdict",
+                 {{"verdict", hard ? "hard" : "not_hard"}})
         .inc();
   }
   if (!input.session_id.empty() && is_cloud(decision.route)) {

@@ -227,6 +227,13 @@ TEST_F(GatewayEdgeTest, LowConfidenceButHardGoesToCloudLargeWithAComplexityModel
   EXPECT_EQ(meta["reason"], "low_confidence");
   EXPECT_EQ(sim_requests(*large_), 1);
   EXPECT_EQ(sim_requests(*small_), 1);
+  const std::string metrics = admin_get("/metrics").body;
+  EXPECT_NE(metrics.find("hengshi_router_complexity_model_total{verdict=\"hard\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("hengshi_router_complexity_model_total{verdict=\"not_hard\"} 1"),
+            std::string::npos)
+      << metrics;
   fs::remove_all(complexity_dir);
   std::remove(rows.c_str());
 }
