@@ -200,7 +200,7 @@ PolicyFigures evaluate_policy(const Thresholds& thresholds,
   PolicyFigures figures;
   for (const LabelledPrediction& row : rows) {
     const bool answered =
-        is_answered(row) && thresholds.classify(row.confidence, row.task_type,
+        is_answered(row) && row.has_answer && thresholds.classify(row.confidence, row.task_type,
                                                 row.intent_predicted) == ConfidenceLevel::high;
     figures.answered += answered ? 1 : 0;
     if (row.intent_true == kOutOfScopeIntent) {
@@ -389,6 +389,7 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
     labelled.intent_predicted = prediction.intent;
     labelled.confidence = prediction.confidence;
     labelled.predicted_oos = prediction.is_oos;
+    labelled.has_answer = !prediction.answer.empty();
     predictions.push_back(std::move(labelled));
   }
   if (predictions.empty()) {

@@ -79,7 +79,8 @@ struct InheritedGroup {
 };
 
 // The whole policy applied to labelled rows: the edge answers a row when the model predicts it
-// in scope and its confidence reaches the high of the band Thresholds::band picks for it.
+// in scope, the predicted intent has a canned answer, and its confidence reaches the high of the
+// band Thresholds::band picks for it (decide()'s own conditions).
 struct PolicyFigures {
   double oos_share = 0;          // out-of-scope share of the traffic the figures are for
   double coverage = 0;           // share of the traffic the edge answers

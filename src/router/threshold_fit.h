@@ -31,6 +31,10 @@ struct LabelledPrediction {
   std::string intent_predicted;  // kOutOfScopeIntent is treated as predicted_oos
   double confidence = 0;         // calibrated, in [0, 1] (clamped; NaN counts as 0)
   bool predicted_oos = false;
+  // The predicted intent has a canned answer. decide() never lets the edge answer without one, so
+  // the final policy's figures count such a row as not answered; band fitting ignores it (a band
+  // is about the model's confidence, and an answer may be added to the FAQ later).
+  bool has_answer = true;
   double weight = 1;  // >= 0; set by reweight_to_oos_share, 1 = the row as sampled
 };
 

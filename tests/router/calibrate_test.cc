@@ -428,6 +428,19 @@ std::vector<LabelledPrediction> leaky_rows() {
   return rows;
 }
 
+TEST(CalibratePredictionsTest, FinalPolicyCountsNoAnswerWithoutACannedOne) {
+  // The same rows, but "hours" has no canned answer: decide() never answers it from the edge,
+  // so the final policy loses its 100 right answers while the bands stay as they were.
+  std::vector<LabelledPrediction> rows = leaky_rows();
+  for (LabelledPrediction& row : rows) row.has_answer = row.intent_predicted != "hours";
+  const CalibrateReport with = calibrate_rows(leaky_rows(), fixed_options());
+  const CalibrateReport without = calibrate_rows(rows, fixed_options());
+  EXPECT_DOUBLE_EQ(without.file.default_band.high, with.file.default_band.high);
+  EXPECT_EQ(without.final_policy.answered, with.final_policy.answered - 100);
+  EXPECT_NEAR(without.final_policy.precision, 200.0 / 204, 1e-12);
+  EXPECT_NEAR(without.final_policy.in_scope_coverage, 200.0 / 400, 1e-12);
+}
+
 TEST(CalibratePredictionsTest, FinalPolicyMatchesAHandCount) {
   const CalibrateReport report = calibrate_rows(leaky_rows(), fixed_options());
   EXPECT_EQ(report.rows, 450u);
