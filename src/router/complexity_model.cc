@@ -32,8 +32,10 @@ constexpr std::array<bool, 128> kIsSymbol = [] {
 }();
 
 // Words that turn a question around ("Which is NOT ...", "all EXCEPT"), ASCII lower case.
+constexpr std::array<std::string_view, 7> kNegations = {"not",   "except",    "least", "never",
+                                                        "false", "incorrect", "cannot"};
 bool is_negation(std::string_view word) {
-  for (std::string_view cue : {"not", "except", "least", "never", "false", "incorrect", "cannot"}) {
+  for (std::string_view cue : kNegations) {
     if (word == cue) return true;
   }
   return false;
@@ -84,19 +86,22 @@ ComplexityVector complexity_vector(const ComplexityFeatures& hand, std::string_v
   int line_bytes = 0, longest_line = 0, first_line = -1;
   bool in_number = false;
   bool word_all_caps = true;
-  std::string lowered;  // the current word, ASCII lower case, only while it is short
+  // The current word's letters, ASCII lower case, while it is short: a fixed buffer, as this loop
+  // runs on every cloud-bound request.
+  std::array<char, 12> lowered{};
+  std::size_t lowered_size = 0;
   auto end_word = [&] {
     if (current_word > 0) {
       ++words;
       word_bytes += current_word;
       if (current_word >= 9) ++long_words;
-      if (is_negation(lowered)) ++negations;
+      if (is_negation(std::string_view(lowered.data(), lowered_size))) ++negations;
       if (word_all_caps && word_upper >= 2) ++caps_words;
     }
     current_word = 0;
     word_upper = 0;
     word_all_caps = true;
-    lowered.clear();
+    lowered_size = 0;
   };
   for (const char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
@@ -128,8 +133,8 @@ ComplexityVector complexity_vector(const ComplexityFeatures& hand, std::string_v
       const bool upper_letter = c >= 'A' && c <= 'Z';
       if (c >= 'a' && c <= 'z') word_all_caps = false;
       if (upper_letter) ++word_upper;
-      if ((upper_letter || (c >= 'a' && c <= 'z')) && lowered.size() < 12) {
-        lowered.push_back(upper_letter ? static_cast<char>(c + 32) : static_cast<char>(c));
+      if ((upper_letter || (c >= 'a' && c <= 'z')) && lowered_size < lowered.size()) {
+        lowered[lowered_size++] = upper_letter ? static_cast<char>(c + 32) : static_cast<char>(c);
       }
       if (kIsSymbol[c]) ++symbols;
     }

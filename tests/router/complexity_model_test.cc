@@ -109,6 +109,11 @@ TEST(ComplexityVectorTest, FeaturesReadWhatTheirNamesSay) {
   EXPECT_GT(hard[index("digit_share")], 0.05);
   EXPECT_DOUBLE_EQ(easy[index("digit_share")], 0.0);
   EXPECT_DOUBLE_EQ(hard[index("negation_words")], 1.0);  // "NOT"
+  // Whole words, letters only, any case; a longer word that starts like one is not one.
+  EXPECT_DOUBLE_EQ(
+      complexity_vector("nothing notwithstanding cannot, EXCEPT not. Incorrect?", 1)
+          [index("negation_words")],
+      4.0);
   EXPECT_GT(hard[index("log_lines")], easy[index("log_lines")]);
   EXPECT_GT(hard[index("log_tokens")], easy[index("log_tokens")]);
   EXPECT_DOUBLE_EQ(easy[index("first_line_share")], 1.0);
