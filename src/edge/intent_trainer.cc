@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -276,6 +277,50 @@ void add_oos_examples(const IntentModel& model, const OosScorer& features_of,
   }
 }
 
+// The held-out-intent negatives as the served engine would see them, for `calibrate --oos-share`
+// on data without __oos__ rows: intent and calibrated confidence from the auxiliary model, times
+// P(in scope) from a logistic fitted on the other half of the examples (2-fold cross-fitting:
+// the served score has seen these rows, so its own in_scope would flatter them). `examples`
+// ends with one example per usable negative, in `negatives` order (add_oos_examples).
+std::vector<SyntheticOosRow> synthetic_out_of_scope(
+    const IntentModel& aux, const Calibrator& calibrator,
+    const std::vector<PreparedRow>& rows, const std::vector<std::size_t>& negatives,
+    const std::vector<OosExample>& examples, const OosFitOptions& fit_options,
+    std::mt19937_64& rng) {
+  std::vector<int> fold(examples.size());
+  for (std::size_t i = 0; i < fold.size(); ++i) fold[i] = static_cast<int>(i % 2);
+  std::shuffle(fold.begin(), fold.end(), rng);
+  std::array<OosScorer, 2> half;
+  for (int f = 0; f < 2; ++f) {
+    std::vector<OosExample> fitting;
+    for (std::size_t i = 0; i < examples.size(); ++i) {
+      if (fold[i] != f) fitting.push_back(examples[i]);
+    }
+    half[static_cast<std::size_t>(f)] = OosScorer::fit(fitting, fit_options, {}, {}, {});
+  }
+  std::vector<SyntheticOosRow> out;
+  std::vector<double> logits;
+  std::vector<float> vector;
+  std::vector<double> scratch;
+  std::size_t example = examples.size();
+  std::vector<std::size_t> usable;  // negatives that produced an example, in order
+  for (std::size_t i : negatives) {
+    aux.logits(rows[i].model_input, logits, vector);
+    if (!logits.empty()) usable.push_back(i);
+  }
+  example -= usable.size();
+  for (std::size_t i : usable) {
+    const std::size_t at = example++;
+    if (rows[i].intent == kOutOfScopeIntent) continue;  // the data's own: calibrate uses real ones
+    aux.logits(rows[i].model_input, logits, vector);
+    const CalibratedTop2 top = calibrator.apply(logits, scratch);
+    const double in_scope =
+        half[static_cast<std::size_t>(fold[at])].in_scope(examples[at].features);
+    out.push_back({aux.labels()[static_cast<std::size_t>(top.first)], top.confidence * in_scope});
+  }
+  return out;
+}
+
 // Fits the out-of-scope score. Real out-of-scope questions are rare in training data, so the
 // negatives are mostly synthetic but realistic: an auxiliary model is trained without a quarter
 // of the in-scope intents (seeded draw), and the rows of those intents, which it has never seen,
@@ -291,6 +336,7 @@ std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
                                        const std::vector<std::size_t>& holdout_part,
                                        const std::vector<std::string>& in_scope,
                                        const FastTextParams& params, const IntentModel& model,
+                                       const Calibrator& calibrator,
                                        const std::filesystem::path& scratch_file,
                                        std::mt19937_64& rng, std::vector<std::string>& warnings) {
   if (in_scope.size() < 3) {
@@ -359,8 +405,11 @@ std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
                                {"oos_rows", real_oos}}},
                              {"auxiliary_train_rows", aux_train.size()}};
   auto [index, centroids] = neighbours_of(model, rows, train_part);
-  return OosScorer::fit(examples, fit_options, std::move(index), std::move(centroids),
-                        std::move(fit_info));
+  OosScorer scorer = OosScorer::fit(examples, fit_options, std::move(index), std::move(centroids),
+                                    std::move(fit_info));
+  scorer.set_synthetic_out_of_scope(synthetic_out_of_scope(**aux, calibrator, rows,
+                                                           negatives, examples, fit_options, rng));
+  return scorer;
 }
 
 }  // namespace
@@ -606,6 +655,7 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
   std::optional<OosScorer> oos_scorer;
   if (options.oos_score) {
     oos_scorer = fit_oos_score(options, rows, train_part, holdout_part, in_scope, chosen, *model,
+                               report.calibration.calibrator,
                                staging.path / "oos-aux.txt", rng, report.warnings);
   }
 

@@ -301,7 +301,7 @@ double OosScorer::in_scope(const OosFeatures& features) const {
 Status OosScorer::save(const std::filesystem::path& dir) const {
   nlohmann::json names = nlohmann::json::array();
   for (OosFeature f : features_) names.push_back(std::string(oos_feature_name(f)));
-  const nlohmann::json json = {{"format", std::string(kOosScoreFormat)},
+  nlohmann::json json = {{"format", std::string(kOosScoreFormat)},
                                {"format_version", kOosScoreFormatVersion},
                                {"model", "logistic"},
                                {"features", names},
@@ -318,6 +318,15 @@ Status OosScorer::save(const std::filesystem::path& dir) const {
                                {"centroid_mean_similarity", centroids_.mean_similarity},
                                {"centroid_std_similarity", centroids_.std_similarity},
                                {"fit", fit_info_}};
+  nlohmann::json synthetic_intents = nlohmann::json::array();
+  nlohmann::json synthetic_confidence = nlohmann::json::array();
+  for (const SyntheticOosRow& row : synthetic_) {
+    synthetic_intents.push_back(row.intent);
+    // Four decimals: calibration buckets are tenths, and the file stays small.
+    synthetic_confidence.push_back(std::round(row.confidence * 1e4) / 1e4);
+  }
+  json["synthetic_out_of_scope"] = {{"intents", synthetic_intents},
+                                    {"confidence", synthetic_confidence}};
   const std::filesystem::path path = dir / kOosScoreFile;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -422,6 +431,24 @@ Result<OosScorer> OosScorer::load(const std::filesystem::path& dir, std::size_t 
   if (!index) return index.error();
   scorer.index_ = std::move(index.value());
   if (json.contains("fit") && json["fit"].is_object()) scorer.fit_info_ = json["fit"];
+  if (const auto it = json.find("synthetic_out_of_scope"); it != json.end()) {
+    const auto intents = it->find("intents");
+    const auto confidence = it->find("confidence");
+    if (!it->is_object() || intents == it->end() || confidence == it->end() ||
+        !intents->is_array() || !confidence->is_array() || intents->size() != confidence->size()) {
+      return invalid(path, "synthetic_out_of_scope",
+                     "not {intents, confidence} arrays of the same length");
+    }
+    for (std::size_t i = 0; i < intents->size(); ++i) {
+      const nlohmann::json& intent = (*intents)[i];
+      const nlohmann::json& c = (*confidence)[i];
+      if (!intent.is_string() || !c.is_number() || !(c.get<double>() >= 0 && c.get<double>() <= 1)) {
+        return invalid(path, "synthetic_out_of_scope",
+                       "row " + std::to_string(i) + ": not an intent and a confidence in [0, 1]");
+      }
+      scorer.synthetic_.push_back({intent.get<std::string>(), c.get<double>()});
+    }
+  }
   return scorer;
 }
 

@@ -85,6 +85,16 @@ struct OosExample {
   bool in_scope = true;
 };
 
+// A stand-in for an out-of-scope question where calibration data has none: a row of an intent
+// the auxiliary model never saw (intent_trainer.cc), as that model predicted it. `confidence` is
+// what the served engine would report for such a row: the served calibrator over the auxiliary
+// model's logits, times P(in scope) from a score fitted without this row (cross-fitted).
+// `hengshi calibrate --oos-share S` weighs them to S when the calibration data has no __oos__.
+struct SyntheticOosRow {
+  std::string intent;  // the predicted intent, one the served model also has
+  double confidence = 0;
+};
+
 class OosScorer {
  public:
   static constexpr std::size_t kNeighbours = 10;
@@ -114,6 +124,9 @@ class OosScorer {
   double assumed_oos_share() const { return assumed_oos_share_; }
   const nlohmann::json& fit_info() const { return fit_info_; }
   const NeighbourIndex& index() const { return index_; }
+  const std::vector<SyntheticOosRow>& synthetic_out_of_scope() const { return synthetic_; }
+  // Set by the trainer before save(), never once the scorer is shared.
+  void set_synthetic_out_of_scope(std::vector<SyntheticOosRow> rows) { synthetic_ = std::move(rows); }
 
  private:
   std::vector<OosFeature> features_;
@@ -125,6 +138,7 @@ class OosScorer {
   nlohmann::json fit_info_ = nlohmann::json::object();
   NeighbourIndex index_;
   IntentCentroids centroids_;
+  std::vector<SyntheticOosRow> synthetic_;  // optional in the file (older ones have none)
 };
 
 }  // namespace hengshi::edge

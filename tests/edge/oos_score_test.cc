@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "edge/intent_engine.h"
 #include "edge/intent_trainer.h"
@@ -141,6 +142,70 @@ TEST_F(OosScoreTest, SaveAndLoadGiveTheSameScores) {
   auto wrong_labels = OosScorer::load(work_, 1, 4);
   ASSERT_FALSE(wrong_labels);
   EXPECT_NE(wrong_labels.error().message.find("neighbour_intents"), std::string::npos);
+}
+
+TEST_F(OosScoreTest, StandInOutOfScopeRowsRoundTripAndABadBlockIsRefused) {
+  const std::vector<float> vectors = {1, 0, 0, 0, 0, 0, 1, 0};
+  OosFitOptions options;
+  options.features = {OosFeature::kMargin};
+  OosScorer scorer =
+      OosScorer::fit(synthetic_examples(), options, NeighbourIndex::build(4, vectors, {0, 1}),
+                     IntentCentroids::build(4, vectors, {0, 1}, 2), {});
+  scorer.set_synthetic_out_of_scope({{"refund", 0.123456}, {"hours", 1.0}, {"refund", 0.0}});
+  ASSERT_TRUE(scorer.save(work_));
+  auto loaded = OosScorer::load(work_, 2, 4);
+  ASSERT_TRUE(loaded) << loaded.error().message;
+  const std::vector<SyntheticOosRow>& rows = loaded->synthetic_out_of_scope();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].intent, "refund");
+  EXPECT_DOUBLE_EQ(rows[0].confidence, 0.1235);  // four decimals
+  EXPECT_EQ(rows[1].intent, "hours");
+  EXPECT_DOUBLE_EQ(rows[1].confidence, 1.0);
+
+  // A confidence outside [0, 1], or arrays of different lengths, name the block.
+  std::ifstream in(work_ / kOosScoreFile);
+  nlohmann::json json = nlohmann::json::parse(in);
+  in.close();
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"intents", {"refund"}}, {"confidence", {1.5}}},
+        nlohmann::json{{"intents", {"refund", "hours"}}, {"confidence", {0.5}}},
+        nlohmann::json{{"intents", {7}}, {"confidence", {0.5}}}, nlohmann::json("rows")}) {
+    json["synthetic_out_of_scope"] = bad;
+    std::ofstream(work_ / kOosScoreFile, std::ios::trunc) << json.dump();
+    auto refused = OosScorer::load(work_, 2, 4);
+    ASSERT_FALSE(refused) << bad.dump();
+    EXPECT_NE(refused.error().message.find("synthetic_out_of_scope"), std::string::npos)
+        << refused.error().message;
+  }
+  // A file without the block (written before it existed) loads with none.
+  json.erase("synthetic_out_of_scope");
+  std::ofstream(work_ / kOosScoreFile, std::ios::trunc) << json.dump();
+  auto older = OosScorer::load(work_, 2, 4);
+  ASSERT_TRUE(older) << older.error().message;
+  EXPECT_TRUE(older->synthetic_out_of_scope().empty());
+}
+
+TEST_F(OosScoreTest, TrainingKeepsOneStandInPerHeldOutIntentRow) {
+  const fs::path dir = train_small_model();
+  auto engine = IntentEngine::load(dir);
+  ASSERT_TRUE(engine) << engine.error().message;
+  const OosScorer* scorer = (*engine)->oos_scorer();
+  ASSERT_NE(scorer, nullptr);
+  const nlohmann::json& from = scorer->fit_info()["negatives_from"];
+  const std::vector<SyntheticOosRow>& rows = scorer->synthetic_out_of_scope();
+  EXPECT_EQ(rows.size(), from["held_out_intent_rows"].get<std::size_t>());
+  ASSERT_FALSE(rows.empty());
+  std::set<std::string> held_out;
+  for (const auto& intent : from["held_out_intents"]) held_out.insert(intent.get<std::string>());
+  const std::vector<std::string>& labels = (*engine)->labels();
+  for (const SyntheticOosRow& row : rows) {
+    // Predicted by a model that never saw the row's intent: one of the others, never __oos__.
+    EXPECT_NE(std::find(labels.begin(), labels.end(), row.intent), labels.end()) << row.intent;
+    EXPECT_FALSE(held_out.contains(row.intent)) << row.intent;
+    EXPECT_NE(row.intent, kOutOfScopeIntent);
+    EXPECT_GE(row.confidence, 0.0);
+    EXPECT_LE(row.confidence, 1.0);
+  }
 }
 
 TEST_F(OosScoreTest, LowForGibberishAndUnseenTopicsHighForTrainingLikeText) {
