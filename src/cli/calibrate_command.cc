@@ -23,6 +23,9 @@ struct CalibrateArgs {
   double oos_share_value = 0;
   std::optional<double> oos_share;  // unset: the data's own share (set from the option's count)
   std::string rule = "hierarchical";
+  bool no_synthetic_oos = false;
+  double max_oos_leak_value = 0;
+  std::optional<double> max_oos_leak;  // unset: precision only
 };
 
 int fail(const std::string& message) {
@@ -62,6 +65,8 @@ int run_calibrate(const CalibrateArgs& args) {
   options.default_task_type = args.default_task_type;
   options.rule = rule;
   options.oos_share = args.oos_share;
+  options.synthetic_oos = !args.no_synthetic_oos;
+  options.max_oos_leak = args.max_oos_leak;
   auto report = router::calibrate_thresholds(**engine, *rows, options);
   if (!report) return fail(report.error().message);
 
@@ -98,12 +103,21 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
   CLI::Option* oos_share =
       calibrate->add_option("--oos-share", args->oos_share_value,
                             "out-of-scope share of the traffic to fit for, in [0, 1): out-of-scope "
-                            "rows are reweighted to it (default: the data's own share)");
+                            "rows are reweighted to it (default: the data's own share); data "
+                            "without __oos__ rows uses the model's stand-ins from held-out intents");
+  CLI::Option* max_oos_leak = calibrate->add_option(
+      "--max-oos-leak", args->max_oos_leak_value,
+      "at most this share of out-of-scope rows may get an edge answer, in [0, 1]: every band's "
+      "high is raised to the least floor that keeps it (needs out-of-scope rows or --oos-share)");
+  calibrate->add_flag("--no-synthetic-oos", args->no_synthetic_oos,
+                      "never stand in for missing out-of-scope rows (a share > 0 then needs "
+                      "__oos__ rows in the data)");
   calibrate->add_option("--rule", args->rule,
                         "hierarchical (default: groups keep their parent's band unless their rows "
                         "show otherwise) or per-group (the rule before issue 10)");
-  calibrate->callback([args, oos_share, &exit_code] {
+  calibrate->callback([args, oos_share, max_oos_leak, &exit_code] {
     if (oos_share->count() > 0) args->oos_share = args->oos_share_value;
+    if (max_oos_leak->count() > 0) args->max_oos_leak = args->max_oos_leak_value;
     exit_code = run_calibrate(*args);
   });
 }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/json_lines.h"
+#include "edge/oos_score.h"
 
 namespace hengshi::router {
 namespace {
@@ -171,6 +172,18 @@ void append_policy(std::string& out, const CalibrateReport& report) {
                 "coverage %.3f  (%zu of %zu rows answered)\n",
                 report.oos_share, report.data_oos_share, policy.coverage, policy.precision,
                 policy.oos_leak, policy.in_scope_coverage, policy.answered, report.rows);
+  if (report.leak_floor) {
+    append_format(out,
+                  "  leak capped: every band's high raised to at least %.4f (out-of-scope leak "
+                  "%.3f before)\n",
+                  *report.leak_floor, report.leak_before_cap);
+  }
+  if (report.synthetic_oos_rows > 0) {
+    append_format(out,
+                  "  out of scope: the data has none, so %zu stand-in rows from the model's "
+                  "held-out intents (hengshi train) were weighted to %.3f\n",
+                  report.synthetic_oos_rows, report.oos_share);
+  }
   if (report.shift.empty()) {
     out += "  prior shift: no out-of-scope rows, so the leak under shift cannot be measured\n";
     return;
@@ -238,6 +251,59 @@ Status check_fit_options(const CalibrateOptions& options) {
   if (options.min_support == 0) {
     return Error{"invalid_argument", "min support must be at least 1"};
   }
+  if (options.max_oos_leak && !(*options.max_oos_leak >= 0 && *options.max_oos_leak <= 1)) {
+    return Error{"invalid_argument", "max out-of-scope leak must be in [0, 1]"};
+  }
+  return Ok{};
+}
+
+// A precision target bounds the leak only through the share of out-of-scope traffic; an operator
+// who promises "at most L of out-of-scope questions get an FAQ answer" needs the bound itself.
+// The answered out-of-scope rows are those with confidence >= their band's high, so one floor
+// under every band's high just above the (m+1)-th most confident of them, m = floor(L · rows),
+// leaves at most m: the least strict floor that keeps the promise. Floors report.file in place.
+Status cap_oos_leak(const std::vector<LabelledPrediction>& rows, double max_leak,
+                    CalibrateReport& report) {
+  ThresholdsFile fitted = report.file;
+  fitted.version = "fitted";  // the real version is made from the final bands, after this
+  auto thresholds = Thresholds::create(fitted, "calibrate");
+  if (!thresholds) return thresholds.error();
+  std::size_t out_of_scope = 0;
+  std::vector<double> answered;  // confidences of the out-of-scope rows the bands answer
+  for (const LabelledPrediction& row : rows) {
+    if (row.intent_true != kOutOfScopeIntent) continue;
+    ++out_of_scope;
+    if (is_answered(row) && row.has_answer &&
+        thresholds->classify(row.confidence, row.task_type, row.intent_predicted) ==
+            ConfidenceLevel::high) {
+      answered.push_back(row.confidence);
+    }
+  }
+  if (out_of_scope == 0) {
+    return Error{"invalid_argument",
+                 "a maximum out-of-scope leak needs out-of-scope rows to measure it on: add rows "
+                 "with intent \"" + std::string(kOutOfScopeIntent) +
+                     "\", or give --oos-share so the model's stand-ins are used"};
+  }
+  const auto allowed =
+      static_cast<std::size_t>(std::floor(max_leak * static_cast<double>(out_of_scope) + 1e-9));
+  report.leak_before_cap = static_cast<double>(answered.size()) / static_cast<double>(out_of_scope);
+  if (answered.size() <= allowed) return Ok{};
+  std::sort(answered.begin(), answered.end(), std::greater<>());
+  const double floor = std::nextafter(answered[allowed], 2.0);
+  report.leak_floor = floor;
+  const auto raise = [&](Band& band) { band.high = std::max(band.high, floor); };
+  raise(report.file.default_band);
+  for (auto* bands : {&report.file.task_types, &report.file.intents, &report.file.task_intents}) {
+    for (auto& [key, band] : *bands) raise(band);
+  }
+  for (GroupFit& group : report.groups) raise(group.band);
+  char note[160];
+  std::snprintf(note, sizeof note,
+                "every band's high raised to at least %.4f: out-of-scope leak %.3f -> at most "
+                "%.3f",
+                floor, report.leak_before_cap, max_leak);
+  report.file.notes["max_oos_leak"] = note;
   return Ok{};
 }
 
@@ -253,7 +319,17 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   report.min_support = options.min_support;
   report.rule = options.rule;
   for (auto& row : rows) row.weight = 1;
-  report.data_oos_share = oos_share_of(rows);
+  {
+    std::vector<LabelledPrediction> data_rows;
+    for (const LabelledPrediction& row : rows) {
+      if (row.synthetic) {
+        ++report.synthetic_oos_rows;
+      } else {
+        data_rows.push_back(row);
+      }
+    }
+    report.data_oos_share = oos_share_of(data_rows);
+  }
   report.oos_share = options.oos_share.value_or(report.data_oos_share);
   if (options.oos_share) {
     if (Status status = reweight_to_oos_share(rows, *options.oos_share); !status) {
@@ -349,16 +425,26 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
                 std::string(to_string(options.rule)).c_str(), report.oos_share,
                 report.data_oos_share, options.min_support);
   file.notes["calibration"] = shares;
+  if (report.synthetic_oos_rows > 0) {
+    file.notes["synthetic_oos_rows"] = std::to_string(report.synthetic_oos_rows) +
+                                       " stand-in out-of-scope rows (the model's held-out intents)";
+  }
   char share[32];
   std::snprintf(share, sizeof share, "%.3f", report.oos_share);
   file.notes["oos_share"] = share;
+
+  if (options.max_oos_leak) {
+    if (Status capped = cap_oos_leak(rows, *options.max_oos_leak, report); !capped) {
+      return capped.error();
+    }
+  }
 
   file.version =
       make_thresholds_version(file, options.now.value_or(std::chrono::system_clock::now()));
   auto thresholds = Thresholds::create(file, "calibrate");
   if (!thresholds) return thresholds.error();
   report.final_policy = evaluate_policy(*thresholds, rows, report.oos_share);
-  if (report.data_oos_share > 0) {
+  if (report.data_oos_share > 0 || report.synthetic_oos_rows > 0) {
     for (double shifted : kShiftShares) {
       report.shift.push_back(evaluate_policy(*thresholds, rows, shifted));
     }
@@ -395,6 +481,23 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
   if (predictions.empty()) {
     return Error{"data_invalid",
                  "no usable rows to calibrate on (" + std::to_string(skipped) + " skipped)"};
+  }
+  // Traffic with S out of scope, calibration data with none: the model's stand-ins, if it has.
+  const bool data_has_oos =
+      std::any_of(predictions.begin(), predictions.end(), [](const LabelledPrediction& row) {
+        return row.intent_true == kOutOfScopeIntent;
+      });
+  if (options.synthetic_oos && options.oos_share && *options.oos_share > 0 && !data_has_oos &&
+      engine.oos_scorer() != nullptr) {
+    for (const edge::SyntheticOosRow& stand_in : engine.oos_scorer()->synthetic_out_of_scope()) {
+      LabelledPrediction labelled;
+      labelled.task_type = options.default_task_type;
+      labelled.intent_true = std::string(kOutOfScopeIntent);
+      labelled.intent_predicted = stand_in.intent;
+      labelled.confidence = stand_in.confidence;
+      labelled.synthetic = true;  // answered if it clears the band: the leak it stands for
+      predictions.push_back(std::move(labelled));
+    }
   }
   auto report = calibrate_predictions(std::move(predictions), options);
   if (!report) return report.error();

@@ -50,6 +50,13 @@ struct CalibrateOptions {
   // The out-of-scope share of the traffic the thresholds are for, in [0, 1): rows are reweighted
   // to it (reweight_to_oos_share) before fitting. Unset = the calibration data's own share.
   std::optional<double> oos_share;
+  // With oos_share > 0 and no __oos__ row in the calibration data: stand in for out-of-scope
+  // questions with the model's synthetic rows (held-out intents, edge::SyntheticOosRow), under
+  // the default task type. Off, or a model without them: such a share is refused.
+  bool synthetic_oos = true;
+  // At most this share of the out-of-scope rows (real or stand-ins) may clear their band: every
+  // band's high is then raised to one floor, the least that keeps it. Unset = precision only.
+  std::optional<double> max_oos_leak;
   // Timestamp of the thresholds version; unset = the system clock (set in tests for stable output).
   std::optional<std::chrono::system_clock::time_point> now;
 };
@@ -111,9 +118,15 @@ struct CalibrateReport {
   std::size_t min_support = 0;  // the option the groups were cut with
   ThresholdRule rule = ThresholdRule::hierarchical;
   double data_oos_share = 0;   // the calibration rows' own out-of-scope share
+  std::size_t synthetic_oos_rows = 0;  // stand-in out-of-scope rows fitted with (see options)
+  // With max_oos_leak: the leak of the bands as fitted, and the floor put under every band's
+  // high when that leak was over the maximum (unset when it was not).
+  double leak_before_cap = 0;
+  std::optional<double> leak_floor;
   double oos_share = 0;        // the share the rows were weighted to (= data_oos_share if unset)
   PolicyFigures final_policy;  // the written policy on the rows, at oos_share
-  std::vector<PolicyFigures> shift;  // the same at kShiftShares; empty without out-of-scope rows
+  // The same at kShiftShares; empty without out-of-scope rows (real or synthetic).
+  std::vector<PolicyFigures> shift;
 };
 
 // Predicts every row with `engine` and fits the bands. A per-intent group holds the rows whose
@@ -124,7 +137,8 @@ struct CalibrateReport {
 // file format is unchanged. file.model_version = engine.model_version(); file.version from
 // make_thresholds_version.
 // Errors: "invalid_argument" (target_precision not in (0, 1], min_support 0, empty
-// default_task_type, oos_share not in [0, 1) or set > 0 with no out-of-scope rows),
+// default_task_type, oos_share not in [0, 1) or set > 0 with no out-of-scope rows, real or
+// synthetic),
 // "data_invalid" (no usable rows).
 Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                              const std::vector<CalibrationRow>& rows,

@@ -35,6 +35,9 @@ struct LabelledPrediction {
   // the final policy's figures count such a row as not answered; band fitting ignores it (a band
   // is about the model's confidence, and an answer may be added to the FAQ later).
   bool has_answer = true;
+  // A stand-in out-of-scope row from the model directory (edge::SyntheticOosRow), not a row of
+  // the calibration data: counted in the fit, left out of the data's own out-of-scope share.
+  bool synthetic = false;
   double weight = 1;  // >= 0; set by reweight_to_oos_share, 1 = the row as sampled
 };
 

@@ -126,9 +126,30 @@ TEST_F(CliRouteTest, CalibratePrintsRulesFinalPolicyAndPriorShift) {
       if (line.find("__oos__") == std::string::npos) out << line << "\n";
     }
   }
+  // Data without out-of-scope rows: the model's stand-ins from held-out intents take their place.
+  auto stand_ins = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+                                      in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
+                                      "--out", *dir_ + "/stand-ins.json"});
+  EXPECT_EQ(stand_ins.exit_code, 0) << stand_ins.output;
+  EXPECT_NE(stand_ins.output.find("stand-in rows from the model's held-out intents"),
+            std::string::npos)
+      << stand_ins.output;
+  EXPECT_NE(stand_ins.output.find("prior shift"), std::string::npos) << stand_ins.output;
+  // No out-of-scope question may get an edge answer: the bands rise until none does.
+  auto no_leak = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+                                    in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
+                                    "--max-oos-leak", "0", "--out", *dir_ + "/no-leak.json"});
+  EXPECT_EQ(no_leak.exit_code, 0) << no_leak.output;
+  EXPECT_NE(no_leak.output.find("out-of-scope leak 0.000"), std::string::npos) << no_leak.output;
+  auto bad_leak = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+                                     in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
+                                     "--max-oos-leak", "1.5",
+                                     "--out", *dir_ + "/bad-leak.json"});
+  EXPECT_EQ(bad_leak.exit_code, 2) << bad_leak.output;
+  EXPECT_NE(bad_leak.output.find("leak must be in [0, 1]"), std::string::npos) << bad_leak.output;
   auto refused = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
                                     in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
-                                    "--out", *dir_ + "/refused.json"});
+                                    "--no-synthetic-oos", "--out", *dir_ + "/refused.json"});
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("needs out-of-scope rows"), std::string::npos) << refused.output;
   EXPECT_FALSE(fs::exists(*dir_ + "/refused.json"));

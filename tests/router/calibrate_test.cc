@@ -155,6 +155,45 @@ TEST_F(CalibrateTest, FileFromTrainingDataValidatesAndNamesTheModel) {
   EXPECT_FALSE(file.intents.count(std::string(kOutOfScopeIntent)));
 }
 
+TEST_F(CalibrateTest, InScopeOnlyDataFitsAShareWithTheModelsStandIns) {
+  std::vector<CalibrationRow> in_scope;
+  for (const CalibrationRow& row : training_rows()) {
+    if (row.intent != kOutOfScopeIntent) in_scope.push_back(row);
+  }
+  ASSERT_NE(engine().oos_scorer(), nullptr);
+  const std::size_t stand_ins = engine().oos_scorer()->synthetic_out_of_scope().size();
+  ASSERT_GT(stand_ins, 0u);
+
+  CalibrateOptions shifted_options = options(0.9);
+  shifted_options.oos_share = 0.3;
+  const CalibrateReport shifted = calibrate(in_scope, shifted_options);
+  EXPECT_EQ(shifted.synthetic_oos_rows, stand_ins);
+  EXPECT_EQ(shifted.rows, in_scope.size() + stand_ins);
+  EXPECT_DOUBLE_EQ(shifted.data_oos_share, 0.0);  // the data's own share, stand-ins apart
+  EXPECT_DOUBLE_EQ(shifted.oos_share, 0.3);
+  EXPECT_DOUBLE_EQ(shifted.final_policy.oos_share, 0.3);
+  EXPECT_EQ(shifted.shift.size(), 4u);  // the leak is measurable now
+  EXPECT_TRUE(shifted.file.notes.contains("synthetic_oos_rows"));
+  EXPECT_TRUE(contains(format_calibrate_report(shifted), "stand-in rows"));
+
+  // The same data fitted for no out-of-scope traffic never answers more strictly.
+  const CalibrateReport own = calibrate(in_scope, options(0.9));
+  EXPECT_EQ(own.synthetic_oos_rows, 0u);
+  EXPECT_TRUE(own.shift.empty());
+  EXPECT_GE(shifted.file.default_band.high, own.file.default_band.high);
+
+  // Without stand-ins, a share the data cannot show is refused as before.
+  shifted_options.synthetic_oos = false;
+  auto refused = calibrate_thresholds(engine(), in_scope, shifted_options);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(contains(refused.error().message, "has none")) << refused.error().message;
+
+  // Data with its own __oos__ rows uses them, not the stand-ins.
+  CalibrateOptions real_options = options(0.9);
+  real_options.oos_share = 0.3;
+  EXPECT_EQ(calibrate(training_rows(), real_options).synthetic_oos_rows, 0u);
+}
+
 TEST_F(CalibrateTest, SameRowsGiveTheSameFile) {
   const CalibrateReport first = calibrate(mixed_support_rows(), options(0.9));
   const CalibrateReport second = calibrate(mixed_support_rows(), options(0.9));
@@ -603,6 +642,51 @@ TEST(CalibratePredictionsTest, MoreOutOfScopeTrafficRaisesTheThreshold) {
   // The own-share policy, seen at 30% out of scope, misses the target.
   EXPECT_LT(own.shift[3].precision, 0.97);
   EXPECT_NE(own.file.version.substr(21), shifted.file.version.substr(21));
+}
+
+TEST(CalibratePredictionsTest, MaxLeakRaisesEveryBandToTheLeastFloorThatKeepsIt) {
+  // 300 right answers (refund at 0.9, hours at 0.95) and 4 out-of-scope rows answered as refund
+  // at 0.91..0.94, out of 50: a leak of 0.08 under the fitted bands.
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "refund", 0.9, 200, 200);
+  add_rows(rows, "faq", "hours", 0.95, 100, 100);
+  for (double confidence : {0.91, 0.92, 0.93, 0.94}) add_oos(rows, "refund", confidence, 1);
+  add_oos(rows, "", 0.2, 46);
+  CalibrateOptions options = fixed_options();
+  options.target_precision = 0.95;
+  const CalibrateReport free = calibrate_rows(rows, options);
+  EXPECT_NEAR(free.final_policy.oos_leak, 4.0 / 50, 1e-12);
+
+  // At most 4% = 2 rows: the floor sits just above the third most confident (0.92), so 0.93 and
+  // 0.94 still pass, and so do the hours answers; refund's 0.9 answers are the price.
+  options.max_oos_leak = 0.04;
+  const CalibrateReport capped = calibrate_rows(rows, options);
+  ASSERT_TRUE(capped.leak_floor);
+  EXPECT_GT(*capped.leak_floor, 0.92);
+  EXPECT_LT(*capped.leak_floor, 0.9201);
+  EXPECT_NEAR(capped.leak_before_cap, 4.0 / 50, 1e-12);
+  EXPECT_NEAR(capped.final_policy.oos_leak, 2.0 / 50, 1e-12);
+  EXPECT_EQ(capped.final_policy.answered, 102u);
+  EXPECT_GE(capped.file.default_band.high, *capped.leak_floor);
+  for (const auto& [intent, band] : capped.file.intents) EXPECT_GE(band.high, *capped.leak_floor);
+  EXPECT_TRUE(contains(capped.file.notes.at("max_oos_leak"), "raised"));
+  EXPECT_TRUE(contains(format_calibrate_report(capped), "leak capped"));
+
+  // A maximum the fitted bands already keep changes nothing.
+  options.max_oos_leak = 0.1;
+  const CalibrateReport kept = calibrate_rows(rows, options);
+  EXPECT_FALSE(kept.leak_floor);
+  EXPECT_DOUBLE_EQ(kept.file.default_band.high, free.file.default_band.high);
+
+  // Nothing to measure a leak on, or a maximum out of range: refused.
+  std::vector<LabelledPrediction> in_scope_only;
+  add_rows(in_scope_only, "faq", "hours", 0.9, 100, 100);
+  options.max_oos_leak = 0.03;
+  auto refused = calibrate_predictions(in_scope_only, options);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(contains(refused.error().message, "needs out-of-scope rows")) << refused.error().message;
+  options.max_oos_leak = 1.5;
+  EXPECT_FALSE(calibrate_predictions(rows, options));
 }
 
 TEST(CalibratePredictionsTest, OosShareWithoutOutOfScopeRowsIsRefused) {
