@@ -469,16 +469,24 @@ constexpr std::array<std::uint64_t, 3> kDrawSeeds = {11, 22, 33};
 // themselves at each out-of-scope share, that gives the largest edge share with precision and
 // leak within the targets. No calibration on other rows can do better with that score and one
 // threshold, so they say whether a missed target is calibration's fault or the score's.
+// kOosScoreAtShare calibrates for each setting's out-of-scope share with the leak capped at the
+// aim (`calibrate --oos-share S --max-oos-leak 0.03`; banking77's calibration rows have no
+// out-of-scope ones, so the model's stand-ins serve).
 enum class EdgePolicy {
   kGlobalSoftmax,
   kTodaysCalibrate,
   kOosScore,
+  kOosScoreAtShare,
   kBestSoftmaxThreshold,
   kBestOosScoreThreshold
 };
-constexpr std::array<EdgePolicy, 5> kEdgePolicies = {
-    EdgePolicy::kGlobalSoftmax, EdgePolicy::kTodaysCalibrate, EdgePolicy::kOosScore,
+constexpr std::array<EdgePolicy, 6> kEdgePolicies = {
+    EdgePolicy::kGlobalSoftmax,        EdgePolicy::kTodaysCalibrate,
+    EdgePolicy::kOosScore,             EdgePolicy::kOosScoreAtShare,
     EdgePolicy::kBestSoftmaxThreshold, EdgePolicy::kBestOosScoreThreshold};
+// The policies the targets are checked for.
+constexpr std::array<EdgePolicy, 2> kTargetPolicies = {EdgePolicy::kOosScore,
+                                                       EdgePolicy::kOosScoreAtShare};
 
 const char* policy_name(EdgePolicy policy) {
   switch (policy) {
@@ -488,6 +496,8 @@ const char* policy_name(EdgePolicy policy) {
       return "today's calibrate";
     case EdgePolicy::kOosScore:
       return "oos score";
+    case EdgePolicy::kOosScoreAtShare:
+      return "oos @share,leak";
     case EdgePolicy::kBestSoftmaxThreshold:
       return "bound: softmax";
     case EdgePolicy::kBestOosScoreThreshold:
@@ -827,15 +837,27 @@ std::optional<OpenIntentRun> run_open_intent(const std::string& name, const std:
   std::vector<double> softmax_score, oos_score;
   for (const IntentPrediction& p : legacy_predictions) softmax_score.push_back(p.raw_probability);
   for (const IntentPrediction& p : predictions) oos_score.push_back(p.confidence);
+  std::array<std::vector<bool>, kOosShares.size()> at_share;
+  for (std::size_t s = 0; s < kOosShares.size(); ++s) {
+    hengshi::router::CalibrateOptions options = current_calibrate_options();
+    options.oos_share = kOosShares[s];
+    options.max_oos_leak = kAimMaxLeak;
+    auto fitted = calibrated_edge(**engine, calibrate_rows, test, predictions, options,
+                                  work / (name + "-oos-share.json"));
+    if (!fitted) return std::nullopt;
+    at_share[s] = std::move(*fitted);
+  }
   for (EdgePolicy policy : kEdgePolicies) {
-    const bool scored_model =
-        policy == EdgePolicy::kOosScore || policy == EdgePolicy::kBestOosScoreThreshold;
+    const bool scored_model = policy == EdgePolicy::kOosScore ||
+                              policy == EdgePolicy::kOosScoreAtShare ||
+                              policy == EdgePolicy::kBestOosScoreThreshold;
     const std::vector<IntentPrediction>& used = scored_model ? predictions : legacy_predictions;
     for (std::size_t s = 0; s < kOosShares.size(); ++s) {
       if (policy == EdgePolicy::kBestSoftmaxThreshold || policy == EdgePolicy::kBestOosScoreThreshold) {
         edge[policy] = best_threshold_edge(test, used, scored_model ? oos_score : softmax_score,
                                            kOosShares[s]);
       }
+      if (policy == EdgePolicy::kOosScoreAtShare) edge[policy] = at_share[s];
       result.metrics[policy][s] = share_metrics(test, used, edge[policy], kOosShares[s]);
     }
   }
@@ -919,38 +941,48 @@ bool print_open_intent_targets(const std::vector<OpenIntentRun>& runs) {
       kAdbBanking50Accuracy);
 
   std::printf(
-      "\ntargets (oos score policy, every setting and draw, out-of-scope share up to 30%%):\n");
-  bool all_met = true;
+      "\ntargets (every setting and draw, out-of-scope share up to 30%%; the policy is met when "
+      "all three hold):\n");
+  bool all_met = false;  // one target policy meeting everything is enough
+  for (EdgePolicy target_policy : kTargetPolicies) {
+    bool policy_met = true;
+    for (const OpenIntentRun& r : runs) {
+      bool precision_met = true, leak_met = true, share_met = true;
+      double worst_precision = 1, worst_leak = 0, worst_ratio = 1e9;
+      for (std::size_t s = 0; s < kOosShares.size(); ++s) {
+        const ShareMetrics& m = r.metrics.at(target_policy)[s];
+        const double today = r.metrics.at(EdgePolicy::kTodaysCalibrate)[s].edge_share;
+        const double precision = m.edge_precision.value_or(0);
+        const double ratio = today > 0 ? m.edge_share / today : (m.edge_share > 0 ? 1e9 : 0);
+        worst_precision = std::min(worst_precision, precision);
+        worst_leak = std::max(worst_leak, m.leak);
+        worst_ratio = std::min(worst_ratio, ratio);
+        precision_met &= precision >= kTargetPrecision;
+        leak_met &= m.leak <= kAimMaxLeak;
+        share_met &= ratio >= kAimEdgeShareRatio;
+      }
+      std::printf(
+          "  %-17s %-21s precision >= %.2f: %.3f %s; leak <= %.2f: %.3f %s; edge share >= %.1fx "
+          "today's: x%.2f %s\n",
+          policy_name(target_policy), r.name.c_str(), kTargetPrecision, worst_precision,
+          precision_met ? "met" : "NOT met", kAimMaxLeak, worst_leak, leak_met ? "met" : "NOT met",
+          kAimEdgeShareRatio, worst_ratio, share_met ? "met" : "NOT met");
+      policy_met &= precision_met && leak_met && share_met;
+    }
+    all_met |= policy_met;
+  }
   for (const OpenIntentRun& r : runs) {
-    bool precision_met = true, leak_met = true, share_met = true;
-    double worst_precision = 1, worst_leak = 0, worst_ratio = 1e9, worst_bound_ratio = 1e9;
+    double worst_bound_ratio = 1e9;
     for (std::size_t s = 0; s < kOosShares.size(); ++s) {
-      const ShareMetrics& m = r.metrics.at(EdgePolicy::kOosScore)[s];
-      const double bound = r.metrics.at(EdgePolicy::kBestOosScoreThreshold)[s].edge_share;
       const double today = r.metrics.at(EdgePolicy::kTodaysCalibrate)[s].edge_share;
-      const double precision = m.edge_precision.value_or(0);
-      const double ratio = today > 0 ? m.edge_share / today : (m.edge_share > 0 ? 1e9 : 0);
-      worst_precision = std::min(worst_precision, precision);
-      worst_leak = std::max(worst_leak, m.leak);
-      worst_ratio = std::min(worst_ratio, ratio);
+      const double bound = r.metrics.at(EdgePolicy::kBestOosScoreThreshold)[s].edge_share;
       worst_bound_ratio = std::min(worst_bound_ratio, today > 0 ? bound / today : 1e9);
-      precision_met &= precision >= kTargetPrecision;
-      leak_met &= m.leak <= kAimMaxLeak;
-      share_met &= ratio >= kAimEdgeShareRatio;
     }
     std::printf(
-        "  %-22s precision >= %.2f: %.3f %s; leak <= %.2f: %.3f %s; edge share >= %.1fx "
-        "today's: x%.2f %s\n",
-        r.name.c_str(), kTargetPrecision, worst_precision, precision_met ? "met" : "NOT met",
-        kAimMaxLeak, worst_leak, leak_met ? "met" : "NOT met", kAimEdgeShareRatio, worst_ratio,
-        share_met ? "met" : "NOT met");
-    all_met &= precision_met && leak_met && share_met;
-    std::printf(
-        "  %-22s the best one threshold on the score, chosen on these test rows, keeps both "
-        "and answers x%.2f of today's share at worst\n",
-        r.name.c_str(), worst_bound_ratio);
-    std::printf("  %-22s predict p99 <= 200 us: %.1f us %s\n", r.name.c_str(), r.predict_p99_us,
-                r.predict_p99_us <= 200 ? "met" : "NOT met");
+        "  %-21s the best one threshold on the score, chosen on these test rows, keeps precision "
+        "and leak and answers x%.2f of today's share at worst; predict p99 <= 200 us: %.1f us %s\n",
+        r.name.c_str(), worst_bound_ratio, r.predict_p99_us,
+        r.predict_p99_us <= 200 ? "met" : "NOT met");
   }
   return all_met;
 }
