@@ -30,7 +30,7 @@ Router::Router(std::shared_ptr<const RouterPolicy> policy, std::string policy_fi
       thresholds_file_(std::move(thresholds_file)),
       complexity_model_dir_(std::move(complexity_model_dir)) {
   policy_.store(std::move(policy));
-  loaded_stamp_ = stamp();
+  watch_.loaded(stamp());
 }
 
 Decision Router::decide(const RouteInput& input, const RouterPolicy& policy,
@@ -45,32 +45,16 @@ Router::~Router() {
   if (reload_thread_) reload_thread_->join();
 }
 
-Router::Stamp Router::stamp() const {
-  Stamp stamp;
-  const std::string complexity_manifest =
-      complexity_model_dir_.empty() ? "" : complexity_model_dir_ + "/manifest.json";
-  const std::string* paths[] = {&policy_file_, &thresholds_file_, &complexity_manifest};
-  for (std::size_t i = 0; i < stamp.size(); ++i) {
-    if (paths[i]->empty()) continue;
-    std::error_code error;
-    auto status = std::filesystem::status(*paths[i], error);
-    if (error || !std::filesystem::exists(status)) continue;
-    FileState& state = stamp[i];
-    state.exists = true;
-    state.mtime = std::filesystem::last_write_time(*paths[i], error);
-    if (std::filesystem::is_regular_file(status)) {
-      state.size = std::filesystem::file_size(*paths[i], error);
-    }
-  }
-  return stamp;
+FileStamp Router::stamp() const {
+  return stamp_files({policy_file_, thresholds_file_,
+                      complexity_model_dir_.empty() ? "" : complexity_model_dir_ + "/manifest.json"});
 }
 
 Result<std::string> Router::reload(const std::string& trigger) {
   std::lock_guard lock(reload_mutex_);
   const auto seen = stamp();
   auto policy = load_router_policy(policy_file_, thresholds_file_, complexity_model_dir_);
-  loaded_stamp_ = seen;  // a bad file is reported once per change, not on every watch tick
-  changed_stamp_.reset();
+  watch_.loaded(seen);  // a bad file is reported once per change, not on every watch tick
   if (!policy) {
     RouterMetrics::count_reload("rejected");
     spdlog::error("policy reload ({}) rejected, keeping {}: {}", trigger, policy_.load()->version,
@@ -93,17 +77,7 @@ bool Router::reload_if_changed() {
   {
     // The stamps are written by reload() under the mutex (an admin reload may run right now).
     std::lock_guard lock(reload_mutex_);
-    const Stamp now = stamp();
-    if (now == loaded_stamp_) {
-      changed_stamp_.reset();
-      return false;
-    }
-    // Changed since the last load: wait until a tick finds it as the previous one did, so a
-    // file still being written (its size or time still moving) is not loaded half-way.
-    if (changed_stamp_ != now) {
-      changed_stamp_ = now;
-      return false;
-    }
+    if (!watch_.ready(stamp())) return false;
   }
   (void)reload("file change");
   return true;

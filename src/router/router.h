@@ -27,6 +27,7 @@
 #include "core/asio.h"
 #include "core/config.h"
 #include "core/result.h"
+#include "core/stable_file_change.h"
 #include "router/decide.h"
 #include "router/router_policy.h"
 
@@ -68,17 +69,9 @@ class Router {
   Router(std::shared_ptr<const RouterPolicy> policy, std::string policy_file,
          std::string thresholds_file, std::string complexity_model_dir);
 
-  // What the watcher compares: each file's presence, size and mtime.
-  struct FileState {
-    bool exists = false;
-    std::uintmax_t size = 0;
-    std::filesystem::file_time_type mtime{};
-    bool operator==(const FileState&) const = default;
-  };
   // policy file, thresholds file, the complexity model's manifest.json (rewritten last by a
   // retrain's rename, so a new model shows as a new manifest)
-  using Stamp = std::array<FileState, 3>;
-  Stamp stamp() const;
+  FileStamp stamp() const;
   boost::asio::thread_pool& reload_thread();
 
   std::atomic<std::shared_ptr<const RouterPolicy>> policy_;
@@ -86,9 +79,8 @@ class Router {
   std::string policy_file_;
   std::string thresholds_file_;
   std::string complexity_model_dir_;  // "" = the hand-written complexity score
-  std::mutex reload_mutex_;  // one reload at a time; guards the stamps below
-  Stamp loaded_stamp_;       // the files as they were when last loaded
-  std::optional<Stamp> changed_stamp_;  // a change seen by the last watch tick, not loaded yet
+  std::mutex reload_mutex_;  // one reload at a time; guards `watch_`
+  StableFileChange watch_;   // the files as last loaded, and a change not loaded yet
   std::mutex reload_thread_mutex_;
   std::unique_ptr<boost::asio::thread_pool> reload_thread_;  // made on first reload_async()
 };

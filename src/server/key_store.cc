@@ -178,34 +178,22 @@ std::string_view bearer_token(std::string_view authorization) {
 }
 
 Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
-  KeyStore probe(path, nullptr, std::nullopt);
-  auto stamp = probe.stamp();
+  FileStamp stamp = stamp_files({path});
   auto keys = load_keys_file(path);
   if (!keys) return keys.error();
   AuthMetrics::set_keys(static_cast<double>((*keys)->keys.size()));
-  return std::unique_ptr<KeyStore>(new KeyStore(path, std::move(*keys), stamp));
+  return std::unique_ptr<KeyStore>(new KeyStore(path, std::move(*keys), std::move(stamp)));
 }
 
-KeyStore::KeyStore(std::string path, std::shared_ptr<const KeySet> keys, std::optional<Stamp> stamp)
-    : path_(std::move(path)), keys_(std::move(keys)), loaded_stamp_(stamp), last_polled_(stamp) {}
-
-std::optional<KeyStore::Stamp> KeyStore::stamp() const {
-  std::error_code ec;
-  Stamp stamp;
-  stamp.size = std::filesystem::file_size(path_, ec);
-  if (ec) return std::nullopt;
-  stamp.mtime = std::filesystem::last_write_time(path_, ec);
-  if (ec) return std::nullopt;
-  return stamp;
-}
+KeyStore::KeyStore(std::string path, std::shared_ptr<const KeySet> keys, FileStamp stamp)
+    : path_(std::move(path)), keys_(std::move(keys)), watch_(std::move(stamp)) {}
 
 Result<std::size_t> KeyStore::reload(const std::string& trigger) {
   std::lock_guard lock(reload_mutex_);
   auto stamp_before = stamp();
   auto keys = load_keys_file(path_);
   // Remembered even when the file is bad: the watcher retries only after the next change.
-  loaded_stamp_ = stamp_before;
-  last_polled_ = stamp_before;
+  watch_.loaded(stamp_before);
   if (!keys) {
     AuthMetrics::count_reload("rejected");
     spdlog::error("keys reload ({}) rejected, keeping {} key(s): {}", trigger,
@@ -221,17 +209,9 @@ Result<std::size_t> KeyStore::reload(const std::string& trigger) {
 }
 
 void KeyStore::poll() {
-  std::optional<Stamp> now;
   {
     std::lock_guard lock(reload_mutex_);
-    now = stamp();
-    if (!now || now == loaded_stamp_) {
-      last_polled_ = now;
-      return;
-    }
-    const bool stable = now == last_polled_;
-    last_polled_ = now;
-    if (!stable) return;  // changed since the last poll: maybe still being written
+    if (!watch_.ready(stamp())) return;
   }
   (void)reload("file change");
 }

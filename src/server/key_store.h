@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/stable_file_change.h"
 
 namespace hengshi::server {
 
@@ -87,19 +88,13 @@ class KeyStore {
   void poll();
 
  private:
-  struct Stamp {
-    std::uintmax_t size = 0;
-    std::filesystem::file_time_type mtime = std::filesystem::file_time_type::min();
-    bool operator==(const Stamp&) const = default;
-  };
-  KeyStore(std::string path, std::shared_ptr<const KeySet> keys, std::optional<Stamp> stamp);
-  std::optional<Stamp> stamp() const;
+  KeyStore(std::string path, std::shared_ptr<const KeySet> keys, FileStamp stamp);
+  FileStamp stamp() const { return stamp_files({path_}); }
 
   std::string path_;
   std::atomic<std::shared_ptr<const KeySet>> keys_;
   std::mutex reload_mutex_;
-  std::optional<Stamp> loaded_stamp_;  // what the running keys were read from
-  std::optional<Stamp> last_polled_;   // the previous poll's view, for the stability check
+  StableFileChange watch_;  // what the running keys were read from; guarded by reload_mutex_
 };
 
 }  // namespace hengshi::server
