@@ -263,9 +263,11 @@ std::pair<NeighbourIndex, IntentCentroids> neighbours_of(const IntentModel& mode
   return {NeighbourIndex::build(model.dim(), vectors, std::move(intents)), std::move(centroids)};
 }
 
+// One example per row of `indices` with usable tokens; `sources` gets each example's row index.
 void add_oos_examples(const IntentModel& model, const OosScorer& features_of,
                       const std::vector<PreparedRow>& rows, const std::vector<std::size_t>& indices,
-                      bool in_scope, std::vector<OosExample>& out) {
+                      bool in_scope, std::vector<OosExample>& out,
+                      std::vector<std::size_t>& sources) {
   std::vector<double> logits;
   std::vector<float> vector;
   for (std::size_t i : indices) {
@@ -274,19 +276,19 @@ void add_oos_examples(const IntentModel& model, const OosScorer& features_of,
     const auto top =
         static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     out.push_back({features_of.features(logits, top, vector), in_scope});
+    sources.push_back(i);
   }
 }
 
 // The held-out-intent negatives as the served engine would see them, for `calibrate --oos-share`
 // on data without __oos__ rows: intent and calibrated confidence from the auxiliary model, times
 // P(in scope) from a logistic fitted on the other half of the examples (2-fold cross-fitting:
-// the served score has seen these rows, so its own in_scope would flatter them). `examples`
-// ends with one example per usable negative, in `negatives` order (add_oos_examples).
+// the served score has seen these rows, so its own in_scope would flatter them). `sources[k]`
+// is the row examples[k] came from (add_oos_examples).
 std::vector<SyntheticOosRow> synthetic_out_of_scope(
-    const IntentModel& aux, const Calibrator& calibrator,
-    const std::vector<PreparedRow>& rows, const std::vector<std::size_t>& negatives,
-    const std::vector<OosExample>& examples, const OosFitOptions& fit_options,
-    std::mt19937_64& rng) {
+    const IntentModel& aux, const Calibrator& calibrator, const std::vector<PreparedRow>& rows,
+    const std::vector<OosExample>& examples, const std::vector<std::size_t>& sources,
+    const OosFitOptions& fit_options, std::mt19937_64& rng) {
   std::vector<int> fold(examples.size());
   for (std::size_t i = 0; i < fold.size(); ++i) fold[i] = static_cast<int>(i % 2);
   std::shuffle(fold.begin(), fold.end(), rng);
@@ -302,20 +304,13 @@ std::vector<SyntheticOosRow> synthetic_out_of_scope(
   std::vector<double> logits;
   std::vector<float> vector;
   std::vector<double> scratch;
-  std::size_t example = examples.size();
-  std::vector<std::size_t> usable;  // negatives that produced an example, in order
-  for (std::size_t i : negatives) {
-    aux.logits(rows[i].model_input, logits, vector);
-    if (!logits.empty()) usable.push_back(i);
-  }
-  example -= usable.size();
-  for (std::size_t i : usable) {
-    const std::size_t at = example++;
-    if (rows[i].intent == kOutOfScopeIntent) continue;  // the data's own: calibrate uses real ones
-    aux.logits(rows[i].model_input, logits, vector);
+  for (std::size_t k = 0; k < examples.size(); ++k) {
+    const PreparedRow& row = rows[sources[k]];
+    // Negatives only, and not the data's own __oos__ rows: calibrate uses real ones as they are.
+    if (examples[k].in_scope || row.intent == kOutOfScopeIntent) continue;
+    aux.logits(row.model_input, logits, vector);
     const CalibratedTop2 top = calibrator.apply(logits, scratch);
-    const double in_scope =
-        half[static_cast<std::size_t>(fold[at])].in_scope(examples[at].features);
+    const double in_scope = half[static_cast<std::size_t>(fold[k])].in_scope(examples[k].features);
     out.push_back({aux.labels()[static_cast<std::size_t>(top.first)], top.confidence * in_scope});
   }
   return out;
@@ -394,8 +389,9 @@ std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
   const OosScorer aux_features =
       OosScorer::fit({}, fit_options, std::move(aux_index), std::move(aux_centroids), {});
   std::vector<OosExample> examples;
-  add_oos_examples(**aux, aux_features, rows, positives, true, examples);
-  add_oos_examples(**aux, aux_features, rows, negatives, false, examples);
+  std::vector<std::size_t> sources;
+  add_oos_examples(**aux, aux_features, rows, positives, true, examples, sources);
+  add_oos_examples(**aux, aux_features, rows, negatives, false, examples, sources);
 
   nlohmann::json held_out_json = nlohmann::json::array();
   for (const std::string& intent : held_out) held_out_json.push_back(intent);
@@ -407,8 +403,8 @@ std::optional<OosScorer> fit_oos_score(const TrainOptions& options,
   auto [index, centroids] = neighbours_of(model, rows, train_part);
   OosScorer scorer = OosScorer::fit(examples, fit_options, std::move(index), std::move(centroids),
                                     std::move(fit_info));
-  scorer.set_synthetic_out_of_scope(synthetic_out_of_scope(**aux, calibrator, rows,
-                                                           negatives, examples, fit_options, rng));
+  scorer.set_synthetic_out_of_scope(synthetic_out_of_scope(**aux, calibrator, rows, examples,
+                                                           sources, fit_options, rng));
   return scorer;
 }
 
