@@ -199,6 +199,13 @@ void append_policy(std::string& out, const CalibrateReport& report) {
   }
 }
 
+// decide()'s own conditions for an edge answer, applied to a labelled row.
+bool policy_answers(const Thresholds& thresholds, const LabelledPrediction& row) {
+  return is_answered(row) && row.has_answer &&
+         thresholds.classify(row.confidence, row.task_type, row.intent_predicted) ==
+             ConfidenceLevel::high;
+}
+
 }  // namespace
 
 std::string_view to_string(ThresholdRule rule) {
@@ -212,9 +219,7 @@ PolicyFigures evaluate_policy(const Thresholds& thresholds,
   std::size_t out_of_scope = 0, out_of_scope_answered = 0;
   PolicyFigures figures;
   for (const LabelledPrediction& row : rows) {
-    const bool answered =
-        is_answered(row) && row.has_answer && thresholds.classify(row.confidence, row.task_type,
-                                                row.intent_predicted) == ConfidenceLevel::high;
+    const bool answered = policy_answers(thresholds, row);
     figures.answered += answered ? 1 : 0;
     if (row.intent_true == kOutOfScopeIntent) {
       ++out_of_scope;
@@ -273,11 +278,7 @@ Status cap_oos_leak(const std::vector<LabelledPrediction>& rows, double max_leak
   for (const LabelledPrediction& row : rows) {
     if (row.intent_true != kOutOfScopeIntent) continue;
     ++out_of_scope;
-    if (is_answered(row) && row.has_answer &&
-        thresholds->classify(row.confidence, row.task_type, row.intent_predicted) ==
-            ConfidenceLevel::high) {
-      answered.push_back(row.confidence);
-    }
+    if (policy_answers(*thresholds, row)) answered.push_back(row.confidence);
   }
   if (out_of_scope == 0) {
     return Error{"invalid_argument",
@@ -319,17 +320,18 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   report.min_support = options.min_support;
   report.rule = options.rule;
   for (auto& row : rows) row.weight = 1;
-  {
-    std::vector<LabelledPrediction> data_rows;
-    for (const LabelledPrediction& row : rows) {
-      if (row.synthetic) {
-        ++report.synthetic_oos_rows;
-      } else {
-        data_rows.push_back(row);
-      }
+  std::size_t data_oos_rows = 0;
+  for (const LabelledPrediction& row : rows) {
+    if (row.synthetic) {
+      ++report.synthetic_oos_rows;
+    } else if (row.intent_true == kOutOfScopeIntent) {
+      ++data_oos_rows;
     }
-    report.data_oos_share = oos_share_of(data_rows);
   }
+  // The data's own share (every weight is 1 here), stand-ins apart.
+  const std::size_t data_rows = rows.size() - report.synthetic_oos_rows;
+  report.data_oos_share =
+      data_rows == 0 ? 0 : static_cast<double>(data_oos_rows) / static_cast<double>(data_rows);
   report.oos_share = options.oos_share.value_or(report.data_oos_share);
   if (options.oos_share) {
     if (Status status = reweight_to_oos_share(rows, *options.oos_share); !status) {
