@@ -597,15 +597,29 @@ std::optional<std::vector<bool>> calibrated_edge(const IntentEngine& engine,
   return edge;
 }
 
+// The test rows counted by scope, and the weight that makes the out-of-scope ones `oos_share`
+// of the traffic (in-scope rows weigh 1).
+struct TrafficMix {
+  std::size_t in_scope = 0;
+  std::size_t oos = 0;
+  double oos_weight = 0;
+};
+TrafficMix traffic_mix(const std::vector<IntentExample>& test, double oos_share) {
+  TrafficMix mix;
+  for (const IntentExample& row : test) mix.in_scope += row.intent != kOutOfScopeIntent ? 1 : 0;
+  mix.oos = test.size() - mix.in_scope;
+  mix.oos_weight = mix.oos == 0 ? 0
+                                : oos_share / (1 - oos_share) *
+                                      static_cast<double>(mix.in_scope) /
+                                      static_cast<double>(mix.oos);
+  return mix;
+}
+
 // Metrics with the out-of-scope rows weighted to `oos_share` of the traffic.
 ShareMetrics share_metrics(const std::vector<IntentExample>& test,
                            const std::vector<IntentPrediction>& predictions,
                            const std::vector<bool>& edge, double oos_share) {
-  std::size_t in_scope = 0;
-  for (const IntentExample& row : test) in_scope += row.intent != kOutOfScopeIntent ? 1 : 0;
-  const std::size_t oos = test.size() - in_scope;
-  const double oos_weight =
-      oos == 0 ? 0 : oos_share / (1 - oos_share) * static_cast<double>(in_scope) / oos;
+  const auto [in_scope, oos, oos_weight] = traffic_mix(test, oos_share);
   double total = 0, edge_weight = 0, edge_right = 0, right = 0;
   std::size_t oos_edge = 0, in_scope_edge = 0;
   // Open-intent classes: every true or predicted label, __oos__ included.
@@ -649,11 +663,7 @@ ShareMetrics share_metrics(const std::vector<IntentExample>& test,
 std::vector<bool> best_threshold_edge(const std::vector<IntentExample>& test,
                                       const std::vector<IntentPrediction>& predictions,
                                       const std::vector<double>& score, double oos_share) {
-  std::size_t in_scope = 0;
-  for (const IntentExample& row : test) in_scope += row.intent != kOutOfScopeIntent ? 1 : 0;
-  const std::size_t oos = test.size() - in_scope;
-  const double oos_weight =
-      oos == 0 ? 0 : oos_share / (1 - oos_share) * static_cast<double>(in_scope) / oos;
+  const auto [in_scope, oos, oos_weight] = traffic_mix(test, oos_share);
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < test.size(); ++i) {
     if (!predictions[i].is_oos && !predictions[i].answer.empty()) order.push_back(i);
