@@ -297,6 +297,7 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
         figures["complexity_score"] = score;
         figures["complexity_cut"] = complexity_model->cut();
         hard_verdict = complexity_model->is_hard(score);
+        figures["complexity_verdict"] = *hard_verdict ? "hard" : "not_hard";
       } else {
         hard_verdict = complexity >= policy.complexity_cloud_large_at;
       }

@@ -35,13 +35,12 @@ void RouterMetrics::count(const Decision& decision, const RouteInput& input) {
         .inc();
   }
   // The learned model scores only requests bound for a cloud tier; its verdict picks the tier.
-  if (auto score = decision.figures.find("complexity_score"); score != decision.figures.end()) {
-    const auto cut = decision.figures.find("complexity_cut");
-    const bool hard = cut != decision.figures.end() && score->get<double>() >= cut->get<double>();
+  if (auto verdict = decision.figures.find("complexity_verdict");
+      verdict != decision.figures.end()) {
     registry
         .counter("hengshi_router_complexity_model_total",
                  "Cloud-bound requests scored by the learned complexity model, by verdict",
-                 {{"verdict", hard ? "hard" : "not_hard"}})
+                 {{"verdict", verdict->get<std::string>()}})
         .inc();
   }
   if (!input.session_id.empty() && is_cloud(decision.route)) {

@@ -310,6 +310,7 @@ TEST_F(DecideWithComplexityModelTest, LowConfidenceGoesToCloudSmallUnlessTheMode
   EXPECT_EQ(easy.reason, Reason::low_confidence);
   EXPECT_EQ(easy.fallback_type, FallbackType::quality);
   EXPECT_LT(easy.figures["complexity_score"].get<double>(), easy.figures["complexity_cut"].get<double>());
+  EXPECT_EQ(easy.figures["complexity_verdict"], "not_hard");
 
   Decision hard = route(kHardText, &low, *with_model);
   EXPECT_EQ(hard.route, Route::cloud_large);
@@ -317,6 +318,7 @@ TEST_F(DecideWithComplexityModelTest, LowConfidenceGoesToCloudSmallUnlessTheMode
   EXPECT_EQ(to_string(hard.reason), "complexity_hard");
   EXPECT_EQ(hard.fallback_type, FallbackType::quality);
   EXPECT_GE(hard.figures["complexity_score"].get<double>(), hard.figures["complexity_cut"].get<double>());
+  EXPECT_EQ(hard.figures["complexity_verdict"], "hard");
 }
 
 TEST_F(DecideWithComplexityModelTest, TheModelNeverTakesAQuestionFromAnEdgeThatKnowsIt) {
