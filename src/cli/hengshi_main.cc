@@ -1,5 +1,9 @@
 // hengshi: the gateway binary. Each subcommand lives in its own src/cli/*_command.cc.
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
 
 #include "cli/calibrate_command.h"
 #include "cli/hash_key_command.h"
@@ -10,6 +14,11 @@
 #include "cli/train_complexity_command.h"
 
 int main(int argc, char** argv) {
+  // Logs go to stderr in every command: stdout is for data (route's JSON Lines, serve's request
+  // log and ready line), which a pipe to jq must be able to parse.
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.clear();
+  sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   CLI::App app{"hengshi — hybrid edge-cloud inference gateway"};
   app.require_subcommand(1);
   int exit_code = 0;

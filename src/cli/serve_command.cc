@@ -281,8 +281,11 @@ int run_serve(const ServeOptions& options) {
   std::string host = endpoint->address().to_string();
   if (endpoint->address().is_v6()) host = "[" + host + "]";
   spdlog::info("config: {}; pools: {}; threads: {}", config.source, pools.size(), threads);
-  std::cout << "hengshi listening on http://" << host << ":" << endpoint->port() << std::endl;
-  if (*admin_endpoint) std::cout << "hengshi admin listening on " << server::url_of(**admin_endpoint) << std::endl;
+  // On stderr with the logs: stdout carries only data (the request log, when it goes there).
+  // Each line in one write (stderr is unbuffered), so a reader never sees half a port.
+  std::string ready = "hengshi listening on http://" + host + ":" + std::to_string(endpoint->port()) + "\n";
+  if (*admin_endpoint) ready += "hengshi admin listening on " + server::url_of(**admin_endpoint) + "\n";
+  std::cerr << ready << std::flush;
 
   std::vector<std::thread> workers;
   for (int i = 1; i < threads; ++i) workers.emplace_back([&io] { io.run(); });

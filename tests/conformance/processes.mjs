@@ -16,15 +16,16 @@ export function startListening(path, args) {
     let out = '';
     let err = '';
     const timer = setTimeout(() => reject(new Error(`${path} did not listen in 20 s: ${out}${err}`)), 20000);
-    child.stdout.on('data', (data) => {
-      out += data;
-      const match = out.match(/listening on (http:\/\/[^\s]+)/);
+    // hengshi-sim prints the line on stdout, hengshi on stderr (its stdout is for data).
+    const look = () => {
+      const match = (out + '\u001f' + err).match(/listening on (http:\/\/[^\s\u001f]+)\r?\n/);
       if (match) {
         clearTimeout(timer);
         resolve(match[1]);
       }
-    });
-    child.stderr.on('data', (data) => { err += data; });
+    };
+    child.stdout.on('data', (data) => { out += data; look(); });
+    child.stderr.on('data', (data) => { err += data; look(); });
     child.on('exit', (code) => reject(new Error(`${path} exited ${code}: ${out}${err}`)));
   });
 }

@@ -1,6 +1,7 @@
 // The operator's tools end to end: `hengshi train` → `hengshi calibrate` → `hengshi route`, the
 // real binaries on the shipped demo FAQ. route must give one decision per input line, using the
 // thresholds calibrate wrote, and keep going past bad lines.
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/child_process.h"
+#include "support/http_client.h"
 
 namespace hengshi::testing {
 namespace {
@@ -187,6 +189,60 @@ TEST_F(CliRouteTest, OneDecisionPerLineWithRouteReasonIntentAndConfidence) {
     EXPECT_NE(decisions[i]["figures"]["policy"].get<std::string>().find("thr-"), std::string::npos)
         << "route must use the calibrated thresholds: " << decisions[i].dump();
   }
+}
+
+// Every line a command writes on stdout is data a pipe to jq must parse: logs (a complexity
+// model's load line, serve's ready line, warnings) go to stderr.
+TEST_F(CliRouteTest, CommandsThatWriteDataOnStdoutKeepTheirLogsOnStderr) {
+  const std::string hengshi = binary_path("src/cli/hengshi");
+  const std::string rows = *dir_ + "/complexity.jsonl";
+  {
+    std::ofstream out(rows);
+    for (int i = 0; i < 30; ++i) {
+      out << json{{"text", "Prove that " + std::to_string(i + 2) + "x^2 - 3x + 1 has two real roots. Which is NOT true?"},
+                  {"small_correct", false}}
+                 .dump()
+          << "\n"
+          << json{{"text", "where is my parcel " + std::to_string(i)}, {"small_correct", true}}.dump() << "\n";
+    }
+  }
+  auto trained = ChildProcess::run({hengshi, "train-complexity", "--data", rows, "--out", *dir_ + "/complexity"});
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string config = *dir_ + "/route-complexity.yaml";
+  std::ofstream(config) << "edge:\n  intent_model: " << *dir_ << "/model\nrouting:\n  complexity_model: " << *dir_
+                        << "/complexity\n";
+  const std::string input = *dir_ + "/complexity-requests.jsonl";
+  std::ofstream(input) << R"({"text": "我的订单到哪了"})" << "\n" << R"({"text": "Prove that 9x^2 has a root"})" << "\n";
+  auto routed = ChildProcess::run({hengshi, "route", "--config", config}, std::chrono::seconds(60), input);
+  ASSERT_EQ(routed.exit_code, 0) << routed.output;
+  auto json_lines = [](const std::string& text) {
+    std::istringstream lines(text);
+    std::string line;
+    int parsed = 0;
+    while (std::getline(lines, line)) {
+      EXPECT_TRUE(json::accept(line)) << "not JSON on stdout: " << line;
+      ++parsed;
+    }
+    return parsed;
+  };
+  EXPECT_EQ(json_lines(routed.stdout_text), 2) << routed.output;
+  EXPECT_NE(routed.output.find("--- stderr ---"), std::string::npos);
+
+  // serve: its request log goes to stdout by default; the ready line and the logs do not.
+  const std::string serve_config = *dir_ + "/serve.yaml";
+  std::ofstream(serve_config) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
+                              << "edge:\n  intent_model: " << *dir_ << "/model\n"
+                              << "pools:\n  cloud-small: {members: [{name: nowhere, base_url: "
+                                 "\"http://127.0.0.1:1/v1\", model: m}]}\n";
+  auto gateway = ChildProcess::start({hengshi, "serve", "--config", serve_config});
+  HttpRequest request;
+  request.method = "POST";
+  request.target = "/v1/chat/completions";
+  request.body = R"({"model": "edge", "messages": [{"role": "user", "content": "我的订单到哪了"}]})";
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(http_call(gateway.host(), gateway.port(), request).status, 200);
+  gateway.signal(SIGTERM);
+  ASSERT_EQ(gateway.wait(std::chrono::seconds(10)), 0) << gateway.output();
+  EXPECT_EQ(json_lines(gateway.stdout_text()), 2) << gateway.output();
 }
 
 TEST_F(CliRouteTest, SessionsSmoothComplexityAcrossLines) {

@@ -123,12 +123,13 @@ ChildProcess ChildProcess::start(const std::vector<std::string>& argv,
   ChildProcess child = spawn(argv);
   const pid_t pid = child.pid_;
 
-  // Poll the child's stdout for the ready line: the child announces its port once it listens.
-  static const std::regex ready(R"(listening on http://([^:\s]+|\[[^\]]+\]):(\d+))");
+  // Poll the child's output for the ready line: the child announces its port once it listens
+  // (hengshi-sim on stdout; hengshi on stderr, where its logs go).
+  static const std::regex ready(R"(listening on http://([^:\s]+|\[[^\]]+\]):(\d+)\r?\n)");
   const auto give_up = std::chrono::steady_clock::now() + ready_timeout;
   while (std::chrono::steady_clock::now() < give_up) {
     std::smatch match;
-    std::string text = read_file(child.stdout_path_);
+    std::string text = read_file(child.stdout_path_) + "\x1f" + read_file(child.stderr_path_);
     if (std::regex_search(text, match, ready)) {
       child.host_ = match[1];
       child.port_ = std::stoi(match[2]);
@@ -202,11 +203,11 @@ std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
 
 int ChildProcess::admin_port() {
   if (admin_port_ != 0) return admin_port_;
-  static const std::regex admin(R"(admin listening on http://([^:\s]+|\[[^\]]+\]):(\d+))");
+  static const std::regex admin(R"(admin listening on http://([^:\s]+|\[[^\]]+\]):(\d+)\r?\n)");
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < give_up) {
     std::smatch match;
-    std::string text = read_file(stdout_path_);
+    std::string text = read_file(stdout_path_) + "\x1f" + read_file(stderr_path_);
     if (std::regex_search(text, match, admin)) {
       admin_port_ = std::stoi(match[2]);
       return admin_port_;
@@ -215,6 +216,8 @@ int ChildProcess::admin_port() {
   }
   throw std::runtime_error("no admin listener line from pid " + std::to_string(pid_) + ":\n" + output());
 }
+
+std::string ChildProcess::stdout_text() const { return read_file(stdout_path_); }
 
 std::string ChildProcess::output() const {
   return "--- stdout ---\n" + read_file(stdout_path_) + "--- stderr ---\n" + read_file(stderr_path_);

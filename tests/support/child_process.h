@@ -14,7 +14,8 @@ namespace hengshi::testing {
 
 class ChildProcess {
  public:
-  // Starts `argv` and waits (bounded) for a stdout line containing "listening on http://".
+  // Starts `argv` and waits (bounded) for a line containing "listening on http://" on its stdout
+  // or stderr.
   // Throws std::runtime_error with the child's output when it exits or times out first.
   static ChildProcess start(const std::vector<std::string>& argv,
                             std::chrono::milliseconds ready_timeout = std::chrono::seconds(20));
@@ -47,7 +48,8 @@ class ChildProcess {
   // Waits (bounded) for exit; returns the exit status, or nullopt on timeout.
   std::optional<int> wait(std::chrono::milliseconds timeout);
   bool running();
-  std::string output() const;  // stdout + stderr so far
+  std::string output() const;       // stdout + stderr so far
+  std::string stdout_text() const;  // stdout alone, so far
 
  private:
   ChildProcess() = default;
