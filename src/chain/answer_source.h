@@ -7,6 +7,7 @@
 // strand (the CancelToken's).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct SourceRequest {
   CancelToken cancel;                  // the attempt's: the client leaving or the TTFT limit
   bool degraded = false;               // L1: context 70%, few-shot off, output halved
   std::vector<std::string> avoid;      // pool members that failed this request already
+  // Streams: a source that picks among answerers (a pool) calls this once it has picked, before
+  // the first piece, with whether that answerer's recent streams broke midway; the chain holds
+  // the pieces back to the commit point only then (chain.commit.mode adaptive).
+  std::function<void(bool stream_flaky)> on_answerer;
 };
 
 class AnswerSource {

@@ -10,6 +10,7 @@ AttemptError from_upstream(const cloud::UpstreamError& error) {
   out.api = error.to_api_error();
   out.upstream = error.upstream;
   out.retry_after_ms = error.retry_after_ms;
+  out.member_open = error.member_open;
   switch (error.kind) {
     case Kind::cancelled:
       out.error_class = ErrorClass::cancelled;
@@ -28,6 +29,8 @@ AttemptError from_upstream(const cloud::UpstreamError& error) {
       cloud::UpstreamError before_first_byte = error;
       before_first_byte.after_first_byte = false;
       out.error_class = before_first_byte.retryable() ? ErrorClass::retryable : ErrorClass::next_level;
+      // A call the pool's panic sent to an open member: one attempt, then the next level.
+      if (error.member_open && out.error_class == ErrorClass::retryable) out.error_class = ErrorClass::next_level;
       break;
     }
   }

@@ -55,6 +55,7 @@ struct AttemptError {
   std::optional<std::int64_t> retry_after_ms;
   bool after_first_byte = false;  // pieces already reached the client
   bool cloud_unreachable = false;  // connect failure / timeout: feeds offline mode
+  bool member_open = false;        // the call reached an open member (pool in panic): not retried
   std::optional<cloud::UpstreamErrorKind> upstream_kind;  // for a cloud attempt
   double cost = 0.0;               // billed even though it failed (a rejected verification)
 };

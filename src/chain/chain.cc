@@ -97,8 +97,12 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
     for (int retry = 0;; ++retry) {
       const auto attempt_started = Clock::now();
       if (retry > 0) ChainMetrics::count_retry(to_string(step.source));
-      AttemptOutcome outcome =
-          co_await attempt(*source, source_request, step, last_step, budget.deadline(), request, meta);
+      // Could anything replace this attempt's stream if it broke before the commit point: a later
+      // step of the plan, or a retry at this level?
+      const bool replaceable = !last_step || (is_cloud(step.source) && config_.retry.enabled &&
+                                              retry < static_cast<int>(config_.retry.backoff_ms.size()));
+      AttemptOutcome outcome = co_await attempt(*source, source_request, step, last_step, replaceable,
+                                                budget.deadline(), request, meta);
       if (!outcome.result && outcome.result.error().kind == "circuit_open") {
         // Every member's breaker is open: the pool refused without a call. Not an attempt; the
         // level is skipped at once (no retry: the breakers stay open longer than any backoff).
@@ -108,6 +112,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
       meta.attempts += 1;
       AttemptRecord record;
       record.ms = ms_since(attempt_started);
+      if (!outcome.result) record.member_open = outcome.result.error().member_open;
       if (outcome.result) {
         Answer& answer = *outcome.result;
         record.upstream = answer.upstream;
@@ -126,10 +131,11 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
         answer.cost += billed;
         meta.level = static_cast<int>(step.level);
         meta.answered_by = std::string(to_string(step.source));
+        meta.answer_kind = answer_kind(step.source);
         meta.model = answer.model;
         meta.upstream = answer.upstream;
         meta.cost = answer.cost;
-        ChainMetrics::count_answer(to_string(step.level));
+        ChainMetrics::count_answer(to_string(step.level), to_string(*meta.answer_kind));
         out.answer = std::move(answer);
         out.streamed = outcome.committed;
         out.committed = outcome.committed;
@@ -152,7 +158,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
         hop.outcome = error.kind;
         record_hop(meta, std::move(hop), hop_started);
         if (billed > 0.0) meta.cost = billed;
-        ChainMetrics::count_answer("none");
+        ChainMetrics::count_answer("none", "error");
         out.committed = outcome.committed;
         out.error = std::move(error);
         co_return out;
@@ -189,13 +195,13 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
     record_hop(meta, std::move(hop), hop_started);
   }
   if (billed > 0.0) meta.cost = billed;
-  ChainMetrics::count_answer("none");
+  ChainMetrics::count_answer("none", "error");
   out.error = last_error ? std::move(*last_error) : deadline_error();
   co_return out;
 }
 
 awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
-                                                bool last_step, Deadline request_deadline,
+                                                bool last_step, bool replaceable, Deadline request_deadline,
                                                 const ChainRequest& request, ResponseMeta& meta) {
   auto state = std::make_shared<AttemptState>();
   source_request.cancel = state->token;
@@ -223,6 +229,16 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
     });
   }
 
+  // Whether this stream's pieces are held back to the commit point: always / never, or (adaptive)
+  // only when the answerer's recent streams broke midway and something could replace this one.
+  // A source that names no answerer (the edge LLM) is not held in adaptive mode.
+  const CommitMode mode = request.request != nullptr && request.request->hengshi.commit
+                              ? *request.request->hengshi.commit
+                              : config_.commit.mode_for(request.request ? request.request->hengshi.task_type : "");
+  bool hold = mode == CommitMode::always && config_.commit.tokens > 0;
+  if (mode == CommitMode::adaptive && config_.commit.tokens > 0) {
+    stream_request.on_answerer = [&hold, replaceable](bool stream_flaky) { hold = stream_flaky && replaceable; };
+  }
   CommitGate gate(config_.commit);
   std::vector<std::pair<Piece::Kind, std::string>> held;
   bool committed = false;
@@ -233,6 +249,7 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
     committed = true;
     meta.level = static_cast<int>(step.level);
     meta.answered_by = std::string(to_string(step.source));
+    meta.committed_after_pieces = hold ? static_cast<int>(held.size()) : 0;
     if (!co_await client.open(meta)) co_return client_ok = false;
     for (const auto& [kind, data] : held) {
       Piece piece{kind, data};
@@ -248,9 +265,11 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
       co_return client_ok;
     }
     held.emplace_back(piece.kind, std::string(piece.data));
-    const std::string text =
-        piece.kind == Piece::Kind::text ? std::string(piece.data) : chunk_content(piece.data);
-    if (config_.commit.tokens > 0 && !gate.add_text(text)) co_return true;
+    if (hold) {
+      const std::string text =
+          piece.kind == Piece::Kind::text ? std::string(piece.data) : chunk_content(piece.data);
+      if (!gate.add_text(text)) co_return true;
+    }
     co_return co_await commit();
   };
 

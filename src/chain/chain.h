@@ -7,8 +7,11 @@
 //   - any other failure falls through to the next step; a terminal one (the request is wrong,
 //     load is being shed) or the client leaving stops the walk;
 //   - streams: pieces are held until the commit point (commit_gate.h) so a failed attempt is
-//     replaced invisibly; an attempt with no first piece by its level's deadline is abandoned
-//     (except on the last step); after the commit point the stream ends from the same source.
+//     replaced invisibly — by default (chain.commit.mode adaptive) only while the answering member's
+//     recent streams broke midway and a later step or retry could replace it, so a healthy stream
+//     costs no first-token time; an attempt with no first piece by its level's deadline is
+//     abandoned (except on the last step); after the commit point the stream ends from the same
+//     source.
 // Every level walked and every attempt is recorded in ResponseMeta::hops and counted.
 //
 // Ownership: borrows the config; the request's sources must outlive execute().
@@ -82,9 +85,10 @@ class Chain {
     Result<Answer, AttemptError> result;
     bool committed = false;
   };
+  // `replaceable`: something could replace a stream that breaks before its commit point.
   awaitable<AttemptOutcome> attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
-                                    bool last_step, Deadline request_deadline, const ChainRequest& request,
-                                    ResponseMeta& meta);
+                                    bool last_step, bool replaceable, Deadline request_deadline,
+                                    const ChainRequest& request, ResponseMeta& meta);
   std::optional<Millis> retry_wait(int retry, std::optional<std::int64_t> retry_after_ms, Millis left);
 
   const ChainConfig& config_;

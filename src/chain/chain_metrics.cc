@@ -49,9 +49,11 @@ void ChainMetrics::count_retry(std::string_view source) {
       .inc();
 }
 
-void ChainMetrics::count_answer(std::string_view level) {
-  cached_counter("hengshi_chain_answers_total", "Requests answered, by the chain level that answered",
-                 {{"level", level}})
+void ChainMetrics::count_answer(std::string_view level, std::string_view kind) {
+  cached_counter("hengshi_chain_answers_total",
+                 "Requests answered, by the chain level that answered and the kind of answer (model, or the "
+                 "gateway's own: canned, handoff)",
+                 {{"level", level}, {"kind", kind}})
       .inc();
 }
 

@@ -257,6 +257,7 @@ awaitable<Result<Answer, AttemptError>> CloudSource::stream(const SourceRequest&
   };
   cloud::CallOptions options;
   options.avoid = request.avoid;
+  options.on_chosen = request.on_answerer;
   auto summary = co_await pool_.stream(request.request->body, request.deadline, request.cancel, std::move(chunks),
                                        options);
   if (!summary) co_return from_upstream(summary.error());

@@ -3,9 +3,19 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 namespace hengshi::cloud {
+namespace {
+
+std::string percent(double share) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%.0f%%", share * 100.0);
+  return text;
+}
+
+}  // namespace
 
 const char* to_string(BreakerState state) {
   switch (state) {
@@ -43,20 +53,27 @@ CircuitBreaker::CircuitBreaker(BreakerConfig config, std::string pool, std::stri
 }
 
 Admission CircuitBreaker::allow(Clock::time_point now) {
-  if (!config_.enabled) return {true, false, 0};
+  if (!config_.enabled) return {true, false, false, 0};
   std::lock_guard lock(mutex_);
   advance(now);
   switch (state_) {
     case BreakerState::closed:
-      return {true, false, generation_};
+      return {true, false, false, generation_};
     case BreakerState::open:
-      return {false, false, generation_};
+      return {false, false, false, generation_};
     case BreakerState::half_open:
-      if (probe_in_flight_) return {false, false, generation_};
+      if (probe_in_flight_) return {false, false, false, generation_};
       probe_in_flight_ = true;
-      return {true, true, generation_};
+      return {true, true, false, generation_};
   }
   return {};
+}
+
+Admission CircuitBreaker::allow_in_panic(Clock::time_point now) {
+  Admission admission = allow(now);
+  if (admission) return admission;
+  std::lock_guard lock(mutex_);
+  return {true, false, true, generation_};
 }
 
 bool CircuitBreaker::would_allow(Clock::time_point now) {
@@ -66,34 +83,71 @@ bool CircuitBreaker::would_allow(Clock::time_point now) {
   return state_ == BreakerState::closed || (state_ == BreakerState::half_open && !probe_in_flight_);
 }
 
-void CircuitBreaker::record(const Admission& admission, CallOutcome outcome,
-                            Clock::time_point now) {
-  if (!config_.enabled || !admission.allowed) return;
+void CircuitBreaker::record(const Admission& admission, const CallReport& report,
+                            Clock::time_point now, const WindowTotals* peers) {
+  if (!admission.allowed) return;
   std::lock_guard lock(mutex_);
+  // The stream memory is about the member, whatever the breaker's state (or whether it is on).
+  if (report.stream && report.outcome != CallOutcome::ignored) {
+    add(streams_, report.broke_midway, now);
+    if (report.outcome == CallOutcome::success) finished_a_stream_ = true;
+  }
+  if (!config_.enabled) return;
   advance(now);
   if (admission.generation != generation_) return;  // decided under a state that has passed
+  if (admission.panic) {
+    // Only the pool's panic let this call through: a success is the proof the member is back.
+    if (report.outcome == CallOutcome::success && state_ != BreakerState::closed) {
+      transition(BreakerState::closed, now, "a call made while its pool was in panic succeeded");
+    }
+    return;
+  }
   if (state_ == BreakerState::half_open) {
     if (!admission.probe) return;
     probe_in_flight_ = false;
-    if (outcome == CallOutcome::success) {
+    if (report.outcome == CallOutcome::success) {
       transition(BreakerState::closed, now, "the probe call succeeded");
-    } else if (outcome == CallOutcome::failure) {
-      transition(BreakerState::open, now, "the probe call failed");
+    } else if (report.outcome == CallOutcome::failure) {
+      open(now, "the probe call failed");
     }
     return;  // ignored: the next caller probes instead
   }
-  if (state_ != BreakerState::closed || outcome == CallOutcome::ignored) return;
-  add_to_window(outcome == CallOutcome::failure, now);
-  int calls = 0;
-  int failures = 0;
-  window_totals(now, calls, failures);
-  // A small epsilon so that e.g. 2 of 10 meets 0.2 whatever the rounding of 0.2 × 10.
-  if (calls >= std::max(1, config_.min_calls) &&
-      static_cast<double>(failures) >= config_.failure_ratio * calls - 1e-9 && failures > 0) {
-    std::string why =
-        std::to_string(failures) + " of " + std::to_string(calls) + " calls failed in the window";
-    transition(BreakerState::open, now, why.c_str());
+  if (state_ != BreakerState::closed || report.outcome == CallOutcome::ignored) return;
+  const bool failed = report.outcome == CallOutcome::failure;
+  add(window_, failed, now);
+  if (!failed) {
+    consecutive_failures_ = 0;
+    consecutive_outage_failures_ = 0;
+    return;
   }
+  ++consecutive_failures_;
+  consecutive_outage_failures_ = report.outage ? consecutive_outage_failures_ + 1 : 0;
+  std::string why = opening_reason(report, now, peers);
+  if (!why.empty()) open(now, why);
+}
+
+std::string CircuitBreaker::opening_reason(const CallReport& report, Clock::time_point now,
+                                           const WindowTotals* peers) const {
+  if (report.outage && config_.consecutive_outage_failures > 0 &&
+      consecutive_outage_failures_ >= config_.consecutive_outage_failures) {
+    return std::to_string(consecutive_outage_failures_) + " connect failures / timeouts in a row";
+  }
+  if (config_.consecutive_failures > 0 && consecutive_failures_ >= config_.consecutive_failures) {
+    return std::to_string(consecutive_failures_) + " failures in a row";
+  }
+  const WindowTotals mine = totals(window_, now);
+  if (mine.calls < std::max(1, config_.min_calls)) return {};
+  const double share = static_cast<double>(mine.failures) / mine.calls;
+  // A small epsilon so that e.g. 10 of 20 meets 0.5 whatever the rounding.
+  if (share < config_.failure_ratio - 1e-9) return {};
+  std::string why = std::to_string(mine.failures) + " of " + std::to_string(mine.calls) +
+                    " calls failed in the window (" + percent(share) + ")";
+  if (peers != nullptr && peers->calls >= std::max(1, config_.min_calls)) {
+    const double peer_share = static_cast<double>(peers->failures) / peers->calls;
+    if (share < peer_share + config_.outlier_margin - 1e-9) return {};  // the pool shares it
+    why += ", the pool's other members " + percent(peer_share);
+  }
+  return why;
 }
 
 BreakerState CircuitBreaker::state(Clock::time_point now) {
@@ -108,28 +162,61 @@ Millis CircuitBreaker::open_remaining(Clock::time_point now) {
   std::lock_guard lock(mutex_);
   advance(now);
   if (state_ != BreakerState::open) return Millis(0);
-  auto left = opened_at_ + Millis(config_.open_ms) - now;
+  auto left = opened_at_ + open_for_ - now;
   // Rounded up: a Retry-After built from it must not invite a call that is still refused.
   return std::max(Millis(1), std::chrono::ceil<Millis>(left));
 }
 
+Millis CircuitBreaker::open_duration() {
+  std::lock_guard lock(mutex_);
+  return open_for_;
+}
+
+WindowTotals CircuitBreaker::window(Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  return totals(window_, now);
+}
+
+bool CircuitBreaker::stream_flaky(Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  if (!finished_a_stream_) return true;
+  return totals(streams_, now).failures > 0;
+}
+
 void CircuitBreaker::advance(Clock::time_point now) {
-  if (state_ == BreakerState::open && now - opened_at_ >= Millis(config_.open_ms)) {
-    transition(BreakerState::half_open, now, "open_ms passed; one probe call is allowed");
+  if (state_ == BreakerState::open && now - opened_at_ >= open_for_) {
+    transition(BreakerState::half_open, now, "the cool-down passed; one probe call is allowed");
   }
 }
 
-void CircuitBreaker::transition(BreakerState to, Clock::time_point now, const char* why) {
+void CircuitBreaker::open(Clock::time_point now, const std::string& why) {
+  // An opening "in a row" is one that follows the last within a window of staying closed.
+  if (state_ == BreakerState::closed && now - closed_at_ >= Millis(config_.window_ms)) {
+    openings_in_a_row_ = 0;
+  }
+  openings_in_a_row_ = std::min(openings_in_a_row_ + 1, 30);
+  const std::int64_t base = std::max<std::int64_t>(1, config_.open_ms);
+  const std::int64_t cap = std::max(base, config_.max_open_ms);
+  std::int64_t cool_down = base;
+  for (int k = 1; k < openings_in_a_row_ && cool_down < cap; ++k) cool_down *= 2;
+  open_for_ = Millis(std::min(cool_down, cap));
+  transition(BreakerState::open, now, why);
+}
+
+void CircuitBreaker::transition(BreakerState to, Clock::time_point now, const std::string& why) {
   state_ = to;
   ++generation_;
   probe_in_flight_ = false;
+  consecutive_failures_ = 0;
+  consecutive_outage_failures_ = 0;
   state_gauge_->set(static_cast<double>(static_cast<int>(to)));
   switch (to) {
     case BreakerState::open:
       opened_at_ = now;
       to_open_->inc();
-      spdlog::warn("pool '{}' upstream '{}': circuit breaker opened for {} ms ({})", pool_,
-                   upstream_, config_.open_ms, why);
+      spdlog::warn("pool '{}' upstream '{}': circuit breaker opened for {} ms ({}; opening {} in a "
+                   "row)",
+                   pool_, upstream_, open_for_.count(), why, openings_in_a_row_);
       break;
     case BreakerState::half_open:
       to_half_open_->inc();
@@ -137,38 +224,37 @@ void CircuitBreaker::transition(BreakerState to, Clock::time_point now, const ch
                    why);
       break;
     case BreakerState::closed:
-      clear_window();
+      window_.fill(Bucket{});
+      closed_at_ = now;
       to_closed_->inc();
       spdlog::info("pool '{}' upstream '{}': circuit breaker closed ({})", pool_, upstream_, why);
       break;
   }
 }
 
-void CircuitBreaker::clear_window() { window_.fill(Bucket{}); }
-
 std::int64_t CircuitBreaker::bucket_index(Clock::time_point now) const {
   return std::chrono::duration_cast<Millis>(now.time_since_epoch()).count() / bucket_ms_;
 }
 
-void CircuitBreaker::add_to_window(bool failed, Clock::time_point now) {
+void CircuitBreaker::add(Ring& ring, bool failed, Clock::time_point now) {
   std::int64_t index = bucket_index(now);
   // Indices can be negative for a fake clock before the epoch: keep the slot non-negative.
-  Bucket& bucket = window_[static_cast<std::size_t>(((index % kBuckets) + kBuckets) % kBuckets)];
+  Bucket& bucket = ring[static_cast<std::size_t>(((index % kBuckets) + kBuckets) % kBuckets)];
   if (bucket.index != index) bucket = Bucket{index, 0, 0};  // a slice that slid out: reuse it
   ++bucket.calls;
   if (failed) ++bucket.failures;
 }
 
-void CircuitBreaker::window_totals(Clock::time_point now, int& calls, int& failures) const {
+WindowTotals CircuitBreaker::totals(const Ring& ring, Clock::time_point now) const {
   std::int64_t current = bucket_index(now);
-  calls = 0;
-  failures = 0;
-  for (const Bucket& bucket : window_) {
+  WindowTotals out;
+  for (const Bucket& bucket : ring) {
     if (bucket.index > current - kBuckets && bucket.index <= current) {
-      calls += bucket.calls;
-      failures += bucket.failures;
+      out.calls += bucket.calls;
+      out.failures += bucket.failures;
     }
   }
+  return out;
 }
 
 }  // namespace hengshi::cloud

@@ -24,10 +24,21 @@ UpstreamMetrics::UpstreamMetrics(const std::string& pool, const std::string& ups
       &registry.gauge("hengshi_upstream_outstanding", "Upstream calls in flight.", member_labels);
 }
 
-obs::Counter& pool_overloaded_counter(const std::string& pool, obs::Registry& registry) {
-  return registry.counter("hengshi_pool_overloaded_total",
-                          "Calls refused because every member of the pool was at max_concurrent.",
-                          {{"pool", pool}});
+PoolMetrics pool_metrics(const std::string& pool, obs::Registry& registry) {
+  PoolMetrics metrics;
+  metrics.overloaded =
+      &registry.counter("hengshi_pool_overloaded_total",
+                        "Calls refused because every member of the pool was at max_concurrent.",
+                        {{"pool", pool}});
+  metrics.panic = &registry.counter(
+      "hengshi_breaker_panic_total",
+      "Calls chosen while fewer than panic_threshold of the pool's members allowed calls.",
+      {{"pool", pool}});
+  metrics.open_share = &registry.gauge(
+      "hengshi_pool_members_open_share",
+      "Share of the pool's members whose circuit breaker refuses calls (open, or probing).",
+      {{"pool", pool}});
+  return metrics;
 }
 
 }  // namespace hengshi::cloud

@@ -8,6 +8,10 @@
 //   hengshi_upstream_outstanding{pool,upstream}              gauge, calls in flight
 //   hengshi_pool_overloaded_total{pool}                      counter, calls refused because
 //                                                            every member was at max_concurrent
+//   hengshi_breaker_panic_total{pool}                        counter, calls chosen while the pool
+//                                                            was in panic (breakers ignored)
+//   hengshi_pool_members_open_share{pool}                    gauge, share of members whose
+//                                                            breaker refuses calls
 #pragma once
 
 #include <array>
@@ -47,7 +51,12 @@ class UpstreamMetrics {
   obs::Gauge* outstanding_;
 };
 
-obs::Counter& pool_overloaded_counter(const std::string& pool,
-                                      obs::Registry& registry = obs::Registry::global());
+// One pool's series.
+struct PoolMetrics {
+  obs::Counter* overloaded = nullptr;
+  obs::Counter* panic = nullptr;
+  obs::Gauge* open_share = nullptr;
+};
+PoolMetrics pool_metrics(const std::string& pool, obs::Registry& registry = obs::Registry::global());
 
 }  // namespace hengshi::cloud

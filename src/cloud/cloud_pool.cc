@@ -90,7 +90,8 @@ Result<std::unique_ptr<CloudPool>> CloudPool::create(
     const PoolConfig& config, std::shared_ptr<boost::asio::ssl::context> tls,
     std::shared_ptr<ResponseBudget> budget, const ChainConfig& chain) {
   std::unique_ptr<CloudPool> pool(new CloudPool(config));
-  pool->overloaded_total_ = &pool_overloaded_counter(config.name);
+  pool->metrics_ = pool_metrics(config.name);
+  pool->panic_threshold_ = chain.breaker.enabled ? chain.breaker.panic_threshold : 0.0;
   pool->bulkhead_ = std::make_unique<Bulkhead>(config.name, chain.bulkhead_for(config.name));
   for (std::size_t i = 0; i < pool->config_.members.size(); ++i) {
     const UpstreamConfig& member = pool->config_.members[i];
@@ -131,59 +132,85 @@ Result<std::unique_ptr<CloudPool>> CloudPool::create(
 // slot is never leaked), and a counted failure penalises the member's latency score.
 class CloudPool::Attempt {
  public:
-  Attempt(UpstreamClient& member, CircuitBreaker& breaker, Admission admission)
-      : member_(member), breaker_(breaker), admission_(admission) {}
+  Attempt(CloudPool& pool, std::size_t member, Admission admission, bool stream)
+      : pool_(pool), member_(member), admission_(admission), stream_(stream) {}
   ~Attempt() {
-    if (!recorded_) breaker_.record(admission_, CallOutcome::ignored, Clock::now());
+    if (!recorded_) record(CallReport(CallOutcome::ignored), nullptr);
   }
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
 
-  void succeeded() { record(CallOutcome::success); }
-  void failed(const UpstreamError& error) {
-    if (!counts_against_member(error.kind)) return record(CallOutcome::ignored);
+  void succeeded() {
+    CallReport report(CallOutcome::success);
+    report.stream = stream_;
+    record(report, nullptr);
+  }
+  // Marks `error` when the call went to an open member (the chain then does not retry it).
+  void failed(UpstreamError& error) {
+    error.member_open = admission_.panic;
+    if (!counts_against_member(error.kind)) return record(CallReport(CallOutcome::ignored), nullptr);
+    UpstreamClient& member = *pool_.members_[member_];
     // ttft_timeout_ms is the longest a call may take before it is abandoned, so a failure
     // scores at least that badly; 4× the EWMA keeps the penalty biting for a member that is
     // already slower than that.
-    double penalty_us = std::max(static_cast<double>(member_.config().ttft_timeout_ms) * 1000.0,
-                                 4.0 * member_.latency_ewma_us());
-    member_.add_latency_sample(std::chrono::microseconds(static_cast<std::int64_t>(penalty_us)));
-    record(CallOutcome::failure);
+    double penalty_us = std::max(static_cast<double>(member.config().ttft_timeout_ms) * 1000.0,
+                                 4.0 * member.latency_ewma_us());
+    member.add_latency_sample(std::chrono::microseconds(static_cast<std::int64_t>(penalty_us)));
+    CallReport report(CallOutcome::failure);
+    report.outage = error.kind == UpstreamErrorKind::connect_failed ||
+                    error.kind == UpstreamErrorKind::connect_timeout ||
+                    error.kind == UpstreamErrorKind::ttft_timeout;
+    report.stream = stream_;
+    report.broke_midway = stream_ && error.after_first_byte;
+    const WindowTotals peers = pool_.peers_of(member_, Clock::now());
+    record(report, pool_.members_.size() > 1 ? &peers : nullptr);
   }
 
  private:
-  void record(CallOutcome outcome) {
+  void record(const CallReport& report, const WindowTotals* peers) {
     recorded_ = true;
-    breaker_.record(admission_, outcome, Clock::now());
+    pool_.breakers_[member_]->record(admission_, report, Clock::now(), peers);
   }
 
-  UpstreamClient& member_;
-  CircuitBreaker& breaker_;
+  CloudPool& pool_;
+  std::size_t member_;
   Admission admission_;
+  bool stream_;
   bool recorded_ = false;
 };
 
-bool CloudPool::any_member_available(Clock::time_point now) {
-  return std::any_of(breakers_.begin(), breakers_.end(),
-                     [now](const auto& breaker) { return breaker->would_allow(now); });
+bool CloudPool::in_panic(Clock::time_point now) { return update_panic(now, nullptr); }
+
+WindowTotals CloudPool::peers_of(std::size_t member, Clock::time_point now) {
+  WindowTotals peers;
+  for (std::size_t i = 0; i < breakers_.size(); ++i) {
+    if (i != member) peers += breakers_[i]->window(now);
+  }
+  return peers;
 }
 
-std::optional<UpstreamError> CloudPool::circuit_open_error(Clock::time_point now) {
-  if (members_.empty() || any_member_available(now)) return std::nullopt;
-  // A member whose half-open probe is in flight is not open; its answer is due soon, so it
-  // counts as 1 s (Retry-After has whole seconds anyway).
-  Millis shortest = Millis::max();
-  for (const auto& breaker : breakers_) {
-    Millis remaining = breaker->open_remaining(now);
-    shortest = std::min(shortest, remaining > Millis(0) ? remaining : Millis(1000));
+bool CloudPool::update_panic(Clock::time_point now, std::vector<MemberSignal>* signals) {
+  std::size_t allowing = 0;
+  for (std::size_t i = 0; i < breakers_.size(); ++i) {
+    const bool allows = breakers_[i]->would_allow(now);
+    if (allows) ++allowing;
+    if (signals != nullptr) (*signals)[i].available = allows;
   }
-  UpstreamError error;
-  error.kind = UpstreamErrorKind::circuit_open;
-  error.message = "pool '" + config_.name + "' (" + std::to_string(members_.size()) +
-                  " members; the next probe is allowed in " + std::to_string(shortest.count()) +
-                  " ms)";
-  error.retry_after_ms = shortest.count();
-  return error;
+  const double members = static_cast<double>(std::max<std::size_t>(1, breakers_.size()));
+  metrics_.open_share->set(1.0 - static_cast<double>(allowing) / members);
+  const bool panic = !breakers_.empty() &&
+                     static_cast<double>(allowing) < panic_threshold_ * members;
+  if (panic != panic_.exchange(panic)) {
+    if (panic) {
+      spdlog::warn("pool '{}': panic: {} of {} members allow calls (< panic_threshold {}); choosing "
+                   "among all members, one attempt per call to an open member",
+                   config_.name, allowing, breakers_.size(), panic_threshold_);
+    } else {
+      spdlog::info("pool '{}': panic ended: {} of {} members allow calls", config_.name, allowing,
+                   breakers_.size());
+    }
+  }
+  return panic;
 }
 
 CloudPool::Choice CloudPool::choose(const CallOptions& options) {
@@ -196,7 +223,12 @@ CloudPool::Choice CloudPool::choose(const CallOptions& options) {
     bool avoided = std::find(options.avoid.begin(), options.avoid.end(), member.name()) !=
                    options.avoid.end();
     signals.push_back({member.outstanding(), member.config().max_concurrent,
-                       member.latency_ewma_us(), breakers_[i]->would_allow(now), avoided});
+                       member.latency_ewma_us(), true, avoided});
+  }
+  const bool panic = update_panic(now, &signals);
+  if (panic) {
+    // As if no member were open: the choice falls on latency and load alone.
+    for (auto& signal : signals) signal.available = true;
   }
   // would_allow() does not take a half-open probe slot; allow() does, and can lose the slot to
   // a concurrent caller: that member is then unavailable and the choice is made again.
@@ -208,18 +240,19 @@ CloudPool::Choice CloudPool::choose(const CallOptions& options) {
     }
     if (index < 0) break;
     auto member = static_cast<std::size_t>(index);
-    Admission admission = breakers_[member]->allow(now);
-    if (admission) return {index, admission, std::nullopt};
+    Admission admission =
+        panic ? breakers_[member]->allow_in_panic(now) : breakers_[member]->allow(now);
+    if (admission) {
+      if (panic) metrics_.panic->inc();
+      return {index, admission, std::nullopt};
+    }
     signals[member].available = false;
   }
-  if (auto open = circuit_open_error(now)) return {-1, {}, std::move(open)};
   return {-1, {}, overloaded_error()};
 }
 
 awaitable<Result<CloudPool::Lease, UpstreamError>> CloudPool::admit(Deadline deadline, CancelToken& cancel,
                                                                     const CallOptions& options) {
-  // Every member open: refused before queueing, so a dead pool costs its callers nothing.
-  if (auto open = circuit_open_error(Clock::now())) co_return std::move(*open);
   auto permit = co_await bulkhead_->acquire(deadline, cancel);
   if (!permit) co_return permit.error();
   if (deadline.passed()) co_return deadline_passed_error();
@@ -235,7 +268,7 @@ awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const nlohma
   auto lease = co_await admit(deadline, cancel, options);
   if (!lease) co_return lease.error();
   UpstreamClient& member = *members_[lease->member];
-  Attempt attempt(member, *breakers_[lease->member], lease->admission);
+  Attempt attempt(*this, lease->member, lease->admission, /*stream=*/false);
   auto result = co_await member.complete(request, deadline, std::move(cancel));
   if (result) {
     attempt.succeeded();
@@ -253,7 +286,8 @@ awaitable<Result<StreamSummary, UpstreamError>> CloudPool::stream(const nlohmann
   auto lease = co_await admit(deadline, cancel, options);
   if (!lease) co_return lease.error();
   UpstreamClient& member = *members_[lease->member];
-  Attempt attempt(member, *breakers_[lease->member], lease->admission);
+  Attempt attempt(*this, lease->member, lease->admission, /*stream=*/true);
+  if (options.on_chosen) options.on_chosen(breakers_[lease->member]->stream_flaky(Clock::now()));
   auto result = co_await member.stream(request, deadline, std::move(cancel), std::move(sink));
   if (result) {
     attempt.succeeded();
@@ -272,7 +306,7 @@ UpstreamError CloudPool::deadline_passed_error() const {
 }
 
 UpstreamError CloudPool::overloaded_error() const {
-  overloaded_total_->inc();
+  metrics_.overloaded->inc();
   UpstreamError error;
   error.kind = UpstreamErrorKind::overloaded;
   error.message = "every member of pool '" + config_.name + "' is at max_concurrent";

@@ -5,13 +5,22 @@
 // feeds its member's latency EWMA a penalty, so a member that fails fast stops attracting
 // traffic. A pool bulkhead bounds the calls in flight and queues the excess (bulkhead.h).
 // One call = one member, no retry: retries and fallbacks belong to the degradation chain
-// (src/chain/); when every member's breaker is open the call fails at once with
-// UpstreamErrorKind::circuit_open, without touching the network.
+// (src/chain/).
+//
+// Panic (Envoy's healthy-panic threshold): when fewer than chain.breaker.panic_threshold of the
+// members allow calls, the choice is made among all members as if none were open — a pool never
+// refuses because its members look bad, so a flaky pool still answers and only offline mode
+// (connect failures) skips the cloud outright. A call that reaches an open member this way is
+// marked (UpstreamError::member_open) so the chain makes it a single attempt: a hopeless pool
+// costs at most one call per request. Panic is counted (hengshi_breaker_panic_total), the share
+// of members open is a gauge (cloud_metrics.h), and its start and end are logged.
 //
 // Thread-safety: all methods may be called concurrently. The pool owns its members, their
 // breakers and its bulkhead; it must outlive every call on it.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +30,7 @@
 
 #include "cloud/bulkhead.h"
 #include "cloud/circuit_breaker.h"
+#include "cloud/cloud_metrics.h"
 #include "cloud/upstream_client.h"
 #include "core/chain_config.h"
 #include "obs/metrics.h"
@@ -35,7 +45,7 @@ struct MemberSignal {
   int outstanding = 0;
   int max_concurrent = 1;
   double latency_ewma_us = 0.0;
-  bool available = true;  // its circuit breaker allows a call now; never chosen when false
+  bool available = true;  // its circuit breaker allows a call now (or the pool is in panic)
   bool avoided = false;   // chosen only when no eligible member that is not avoided exists
 };
 int pick_member(const std::vector<MemberSignal>& members, const std::string& balancer,
@@ -46,6 +56,9 @@ struct CallOptions {
   // Member names not to choose while another eligible member exists: the chain's retry
   // prefers a member other than the one that just failed.
   std::vector<std::string> avoid;
+  // Streams: called once the member is chosen, before the call starts, with whether its recent
+  // streams broke midway (CircuitBreaker::stream_flaky): the chain's commit point reads it.
+  std::function<void(bool stream_flaky)> on_chosen;
 };
 
 class CloudPool {
@@ -68,17 +81,16 @@ class CloudPool {
   // The member i's breaker (same order as members()).
   CircuitBreaker& breaker(std::size_t member) { return *breakers_[member]; }
   Bulkhead& bulkhead() { return *bulkhead_; }
-  // Whether some member's breaker would allow a call now (false: calls fail with circuit_open).
-  bool any_member_available(Clock::time_point now = Clock::now());
+  // Whether the pool is in panic now: fewer than panic_threshold of its members allow calls.
+  bool in_panic(Clock::time_point now = Clock::now());
 
   // One call to one member, as UpstreamClient::complete()/stream() (same rules for `request`,
   // `cancel` and `sink`), after the pool's bulkhead admitted it (UpstreamErrorKind::overloaded
-  // or cancelled when it did not). Fails at once with UpstreamErrorKind::circuit_open
-  // (retry_after_ms = the shortest time until a member may be probed) when every member's
-  // breaker is open, and with total_timeout (no member called, nothing recorded) when the
-  // deadline passed in the bulkhead's queue. The outcome is recorded on the member's breaker;
-  // for streams a failure after the first chunk counts too. `options` is taken by value: it
-  // lives in the call's frame.
+  // or cancelled when it did not). Fails with total_timeout (no member called, nothing
+  // recorded) when the deadline passed in the bulkhead's queue, and with overloaded when every
+  // member is at max_concurrent. The outcome is recorded on the member's breaker; for streams a
+  // failure after the first chunk counts too (and is remembered as a broken stream). `options`
+  // is taken by value: it lives in the call's frame.
   awaitable<Result<UpstreamReply, UpstreamError>> complete(const nlohmann::json& request,
                                                            Deadline deadline, CancelToken cancel,
                                                            CallOptions options = {});
@@ -105,7 +117,10 @@ class CloudPool {
   // Every call's way in: the all-open check, the bulkhead, the deadline, the member choice.
   awaitable<Result<Lease, UpstreamError>> admit(Deadline deadline, CancelToken& cancel, const CallOptions& options);
   Choice choose(const CallOptions& options);
-  std::optional<UpstreamError> circuit_open_error(Clock::time_point now);
+  // The members' breakers allowing calls now; updates the open-share gauge and the panic log.
+  bool update_panic(Clock::time_point now, std::vector<MemberSignal>* signals);
+  // The window totals of every member but `member` (for the breaker's outlier rule).
+  WindowTotals peers_of(std::size_t member, Clock::time_point now);
   UpstreamError overloaded_error() const;
   UpstreamError deadline_passed_error() const;
 
@@ -115,7 +130,9 @@ class CloudPool {
   std::unique_ptr<Bulkhead> bulkhead_;
   std::mutex rng_mutex_;
   std::mt19937_64 rng_{0x9e3779b97f4a7c15ULL};
-  obs::Counter* overloaded_total_ = nullptr;  // calls refused because every member was full
+  PoolMetrics metrics_;
+  double panic_threshold_ = 0.5;    // chain.breaker.panic_threshold
+  std::atomic<bool> panic_{false};  // for logging the start and the end of a panic
 };
 
 }  // namespace hengshi::cloud

@@ -45,6 +45,8 @@ struct UpstreamError {
                                                // pass-through; may be invalid UTF-8
   std::optional<std::int64_t> retry_after_ms;  // from Retry-After on 429/503
   bool after_first_byte = false;               // some of the response already reached the client
+  bool member_open = false;  // the call reached a member whose breaker is open (pool in panic):
+                             // a single attempt, never retried at the same level
 
   bool retryable() const;
   // The error the gateway's client sees: 502 for a broken upstream, 504 for a timeout,

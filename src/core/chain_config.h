@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hengshi {
@@ -27,12 +29,21 @@ struct RetryConfig {
   std::vector<std::int64_t> backoff_ms = {200, 500, 1000};
 };
 
+// A member's circuit breaker (cloud/circuit_breaker.h) and its pool's panic rule
+// (cloud/cloud_pool.h). The defaults follow Envoy's outlier detection: a member is taken out on
+// a run of failures, or on a failure share that is both high and clearly worse than its pool's
+// other members'; a pool whose members mostly look bad ignores the breakers (panic).
 struct BreakerConfig {
   bool enabled = true;
-  double failure_ratio = 0.2;    // open at >= this share of failed calls ...
-  int min_calls = 10;            // ... among at least this many ...
-  std::int64_t window_ms = 30'000;  // ... in this sliding window
-  std::int64_t open_ms = 30'000;    // cool-down before a single half-open probe
+  int consecutive_failures = 5;         // counted failures in a row → open
+  int consecutive_outage_failures = 3;  // connect failures / timeouts in a row → open (0 = off)
+  double failure_ratio = 0.5;           // or >= this share of failed calls ...
+  int min_calls = 20;                   // ... among at least this many in the window ...
+  double outlier_margin = 0.2;          // ... and >= the other members' share + this (when known)
+  std::int64_t window_ms = 30'000;      // sliding window of outcomes
+  std::int64_t open_ms = 5'000;         // the first opening's cool-down; ×2 per opening in a row
+  std::int64_t max_open_ms = 60'000;    // cap of the growing cool-down
+  double panic_threshold = 0.5;  // under this share of members allowing calls, pick among all
 };
 
 // Bulkheads: bounded concurrency per cloud pool with a bounded queue; a full queue fails fast
@@ -45,9 +56,23 @@ struct BulkheadConfig {
 
 // Before the commit point a stream's pieces are held back and a failing attempt is replaced
 // invisibly; after it the stream finishes from the same source or ends with an error event.
+// When the pieces are held (mode): always; never (the first piece commits); or adaptive — only
+// while the answering member looks flaky (a stream of it broke midway within the breaker's
+// window, or it has not finished one yet) and something later in the walk could replace it.
+enum class CommitMode { adaptive, always, never };
+const char* to_string(CommitMode mode);
+std::optional<CommitMode> commit_mode_from_string(std::string_view name);
+
 struct CommitConfig {
   int tokens = 16;             // content pieces held before committing
   bool first_sentence = true;  // or commit at the end of the first sentence, whichever is first
+  CommitMode mode = CommitMode::adaptive;
+  std::map<std::string, CommitMode> task_modes;  // per task type, over `mode`
+
+  CommitMode mode_for(const std::string& task_type) const {
+    auto it = task_modes.find(task_type);
+    return it == task_modes.end() ? mode : it->second;
+  }
 };
 
 struct OfflineConfig {

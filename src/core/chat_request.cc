@@ -71,6 +71,11 @@ Result<HengshiExtension, ApiError> parse_extension(const json& ext) {
       auto deadline = check_deadline_ms(value.get<std::int64_t>(), param);
       if (!deadline) return deadline.error();
       out.deadline_ms = *deadline;
+    } else if (key == "commit") {
+      const auto mode = value.is_string() ? commit_mode_from_string(value.get_ref<const std::string&>())
+                                          : std::nullopt;
+      if (!mode) return bad("invalid_value", param + " must be \"adaptive\", \"always\" or \"never\"", param);
+      out.commit = *mode;
     } else if (key == "tags") {
       if (!value.is_array()) return bad("invalid_type", param + " must be an array of strings", param);
       if (value.size() > 32) return bad("invalid_value", param + " holds at most 32 tags", param);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/api_error.h"
+#include "core/chain_config.h"
 #include "core/result.h"
 
 namespace hengshi {
@@ -29,6 +30,7 @@ struct HengshiExtension {
   std::optional<std::int64_t> deadline_ms;  // budget for the whole request, from arrival
   std::vector<std::string> tags;
   std::string pii_policy;
+  std::optional<CommitMode> commit;  // a stream's hold-back (chain.commit.mode) for this request
 };
 
 // Bounds on what a caller may send (400 above them, naming the limit).

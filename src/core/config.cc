@@ -80,6 +80,19 @@ LevelShares parse_shares(const YAML::Node& node, const std::string& path, LevelS
   return shares;
 }
 
+CommitMode read_commit_mode(const YAML::Node& node, const std::string& path, CommitMode fallback) {
+  if (!node) return fallback;
+  std::string name;
+  try {
+    name = node.as<std::string>();
+  } catch (const YAML::Exception&) {
+    throw FieldError{path, "must be adaptive, always or never"};
+  }
+  auto mode = commit_mode_from_string(name);
+  if (!mode) throw FieldError{path, "must be adaptive, always or never (got '" + name + "')"};
+  return *mode;
+}
+
 void parse_chain(const YAML::Node& chain, ChainConfig& c) {
   reject_unknown(chain, "chain",
                  {"shares", "task_shares", "retry", "breaker", "bulkheads", "commit", "offline", "shadow",
@@ -110,12 +123,20 @@ void parse_chain(const YAML::Node& chain, ChainConfig& c) {
     }
   }
   if (const YAML::Node breaker = chain["breaker"]) {
-    reject_unknown(breaker, "chain.breaker", {"enabled", "failure_ratio", "min_calls", "window_ms", "open_ms"});
+    reject_unknown(breaker, "chain.breaker",
+                   {"enabled", "consecutive_failures", "consecutive_outage_failures", "failure_ratio",
+                    "min_calls", "outlier_margin", "window_ms", "open_ms", "max_open_ms",
+                    "panic_threshold"});
     read(breaker, "chain.breaker", "enabled", c.breaker.enabled);
+    read(breaker, "chain.breaker", "consecutive_failures", c.breaker.consecutive_failures);
+    read(breaker, "chain.breaker", "consecutive_outage_failures", c.breaker.consecutive_outage_failures);
     read(breaker, "chain.breaker", "failure_ratio", c.breaker.failure_ratio);
     read(breaker, "chain.breaker", "min_calls", c.breaker.min_calls);
+    read(breaker, "chain.breaker", "outlier_margin", c.breaker.outlier_margin);
     read(breaker, "chain.breaker", "window_ms", c.breaker.window_ms);
     read(breaker, "chain.breaker", "open_ms", c.breaker.open_ms);
+    read(breaker, "chain.breaker", "max_open_ms", c.breaker.max_open_ms);
+    read(breaker, "chain.breaker", "panic_threshold", c.breaker.panic_threshold);
   }
   if (const YAML::Node bulkheads = chain["bulkheads"]) {
     if (!bulkheads.IsMap()) throw FieldError{"chain.bulkheads", "must be a mapping of pool name → bulkhead"};
@@ -131,7 +152,15 @@ void parse_chain(const YAML::Node& chain, ChainConfig& c) {
     }
   }
   if (const YAML::Node commit = chain["commit"]) {
-    reject_unknown(commit, "chain.commit", {"tokens", "first_sentence"});
+    reject_unknown(commit, "chain.commit", {"mode", "task_modes", "tokens", "first_sentence"});
+    c.commit.mode = read_commit_mode(commit["mode"], "chain.commit.mode", c.commit.mode);
+    if (const YAML::Node tasks = commit["task_modes"]) {
+      if (!tasks.IsMap()) throw FieldError{"chain.commit.task_modes", "must be a mapping of task type → mode"};
+      for (const auto& item : tasks) {
+        auto name = item.first.as<std::string>();
+        c.commit.task_modes[name] = read_commit_mode(item.second, "chain.commit.task_modes." + name, c.commit.mode);
+      }
+    }
     read(commit, "chain.commit", "tokens", c.commit.tokens);
     read(commit, "chain.commit", "first_sentence", c.commit.first_sentence);
   }
@@ -180,6 +209,17 @@ void check_chain(const ChainConfig& c) {
   positive(c.breaker.min_calls, "chain.breaker.min_calls");
   positive(c.breaker.window_ms, "chain.breaker.window_ms");
   positive(c.breaker.open_ms, "chain.breaker.open_ms");
+  if (c.breaker.consecutive_failures < 0) throw FieldError{"chain.breaker.consecutive_failures", "must be >= 0 (0 = off)"};
+  if (c.breaker.consecutive_outage_failures < 0) {
+    throw FieldError{"chain.breaker.consecutive_outage_failures", "must be >= 0 (0 = off)"};
+  }
+  if (!(c.breaker.outlier_margin >= 0.0 && c.breaker.outlier_margin <= 1.0)) {
+    throw FieldError{"chain.breaker.outlier_margin", "must be in [0, 1]"};
+  }
+  if (c.breaker.max_open_ms < c.breaker.open_ms) throw FieldError{"chain.breaker.max_open_ms", "must be >= open_ms"};
+  if (!(c.breaker.panic_threshold >= 0.0 && c.breaker.panic_threshold <= 1.0)) {
+    throw FieldError{"chain.breaker.panic_threshold", "must be in [0, 1] (0 = never panic)"};
+  }
   for (const auto& [name, b] : c.bulkheads) {
     if (name != "cloud-small" && name != "cloud-large") {
       throw FieldError{"chain.bulkheads." + name, "unknown pool (pools are cloud-small and cloud-large)"};

@@ -94,4 +94,22 @@ std::string_view to_string(Source source) {
   return "last_resort_reply";
 }
 
+AnswerKind answer_kind(Source source) {
+  switch (source) {
+    case Source::human_handoff: return AnswerKind::handoff;
+    case Source::safe_reply:
+    case Source::last_resort_reply: return AnswerKind::canned;
+    default: return AnswerKind::model;
+  }
+}
+
+std::string_view to_string(AnswerKind kind) {
+  switch (kind) {
+    case AnswerKind::model: return "model";
+    case AnswerKind::canned: return "canned";
+    case AnswerKind::handoff: return "handoff";
+  }
+  return "model";
+}
+
 }  // namespace hengshi

@@ -65,6 +65,13 @@ enum class Source {
   last_resort_reply,     // chain.last_resort.message: everything before it failed
 };
 
+// Who an answer really comes from: a model (edge or cloud), or the gateway itself — a canned
+// reply (the last resort, the PII safe reply) or a human hand-off. A 200 is not an answer:
+// metrics, logs and benchmarks count model answers apart from the gateway's own.
+enum class AnswerKind { model, canned, handoff };
+AnswerKind answer_kind(Source source);
+std::string_view to_string(AnswerKind kind);
+
 struct PlanStep {
   Level level;
   Source source;

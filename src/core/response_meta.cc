@@ -21,6 +21,7 @@ json to_json(const HopRecord& hop) {
   for (const auto& attempt : hop.attempts) {
     json a = {{"ms", attempt.ms}, {"outcome", attempt.error.empty() ? "ok" : attempt.error}};
     if (!attempt.upstream.empty()) a["upstream"] = attempt.upstream;
+    if (attempt.member_open) a["member_open"] = true;
     attempts.push_back(std::move(a));
   }
   return {{"level", to_string(hop.level)},
@@ -37,6 +38,7 @@ json ResponseMeta::to_json(bool with_figures) const {
       {"reason", to_string(decision.reason)},
       {"level", level},
       {"answered_by", or_null(answered_by)},
+      {"answer_kind", answer_kind ? json(std::string(to_string(*answer_kind))) : json(nullptr)},
       {"fallback_type", or_null(to_string(decision.fallback_type))},
       {"confidence", decision.confidence ? json(*decision.confidence) : json(nullptr)},
       {"intent", or_null(decision.intent)},
@@ -49,6 +51,7 @@ json ResponseMeta::to_json(bool with_figures) const {
       {"cost", cost ? json(*cost) : json(nullptr)},
   };
   if (!key.empty()) out["key"] = key;
+  if (committed_after_pieces) out["committed_after_pieces"] = *committed_after_pieces;
   if (decision.edge_engine != EdgeEngine::none) out["edge_engine"] = to_string(decision.edge_engine);
   if (with_figures) {
     // The path in detail (every level and attempt, with member names) is the operator's view,

@@ -20,6 +20,7 @@ struct AttemptRecord {
   std::string upstream;
   std::string error;  // "" = answered; else the error kind (server_error, ttft_timeout, ...)
   std::int64_t ms = 0;
+  bool member_open = false;  // reached a member whose breaker is open (its pool was in panic)
 };
 
 // One level of the plan as it was walked.
@@ -36,6 +37,9 @@ struct ResponseMeta {
   Decision decision;
   int level = 0;                 // degradation-chain level that answered (0..4)
   std::string answered_by;       // the source that answered (edge_intent, cloud-small, ...); "" = none
+  std::optional<AnswerKind> answer_kind;  // model | canned | handoff; none without an answer
+  // Streams: content pieces held back before the client saw the first (0 = none were held).
+  std::optional<int> committed_after_pieces;
   std::string cache = "miss";    // miss | exact | semantic
   int attempts = 0;              // upstream/edge attempts made, over every level
   bool offline = false;          // answered in offline mode (edge only)

@@ -31,7 +31,8 @@ class [[nodiscard]] Result {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const E& error() const { return std::get<E>(state_); }
+  E& error() & { return std::get<E>(state_); }
+  const E& error() const& { return std::get<E>(state_); }
 
  private:
   std::variant<T, E> state_;

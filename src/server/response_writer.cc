@@ -17,6 +17,8 @@ void set_meta_headers(Message& message, const ResponseMeta& meta) {
   message.set("X-Hengshi-Level", std::to_string(meta.level));
   message.set("X-Hengshi-Cache", meta.cache);
   if (meta.offline) message.set("X-Hengshi-Offline", "true");
+  // The gateway's own answer after every model failed: served, but degraded.
+  if (meta.level == static_cast<int>(Level::last_resort)) message.set("X-Hengshi-Degraded", "last_resort");
 }
 
 }  // namespace

@@ -18,13 +18,18 @@ struct Step {
   std::vector<std::string> pieces;  // text pieces sent to the sink (streams)
   std::optional<AttemptError> error;
   std::string upstream = "m1";
+  std::optional<bool> stream_flaky;  // set: the source names its answerer's health (as a pool does)
 };
+
+// The order in which pieces were produced and reached the client ("made:x", "open", "sent:x").
+using EventLog = std::vector<std::string>;
 
 class ScriptedSource : public AnswerSource {
  public:
   explicit ScriptedSource(std::string name, bool streams = true) : name_(std::move(name)), streams_(streams) {}
   void push(Step step) { script_.push_back(std::move(step)); }
   int calls = 0;
+  EventLog* events = nullptr;
   std::vector<std::vector<std::string>> avoided;  // avoid list of each call
   std::vector<Deadline> deadlines;
 
@@ -38,9 +43,11 @@ class ScriptedSource : public AnswerSource {
     deadlines.push_back(request.deadline);
     Step step = script_.empty() ? Step{} : script_.front();
     if (!script_.empty()) script_.pop_front();
+    if (step.stream_flaky && request.on_answerer) request.on_answerer(*step.stream_flaky);
     std::string text;
     for (const auto& piece : step.pieces) {
       text += piece;
+      if (events) events->push_back("made:" + piece);
       if (sink && !co_await sink(Piece{Piece::Kind::text, piece})) break;
     }
     if (step.error) co_return *step.error;
@@ -70,12 +77,15 @@ class RecordingStream : public StreamOut {
  public:
   bool opened = false;
   std::vector<std::string> sent;
+  EventLog* events = nullptr;
   awaitable<bool> open(const ResponseMeta&) override {
     opened = true;
+    if (events) events->push_back("open");
     co_return true;
   }
   awaitable<bool> send(const Piece& piece, const ResponseMeta&) override {
     sent.emplace_back(piece.data);
+    if (events) events->push_back("sent:" + std::string(piece.data));
     co_return true;
   }
 };
@@ -231,7 +241,7 @@ TEST_F(ChainTest, EachLevelGetsItsShareOfTheRemainingBudget) {
 
 TEST_F(ChainTest, AStreamFailingBeforeTheCommitPointIsReplacedInvisibly) {
   ScriptedSource small("small"), large("large");
-  small.push({{"a", "b"}, error_of(ErrorClass::next_level, "closed_early")});
+  small.push({{"a", "b"}, error_of(ErrorClass::next_level, "closed_early"), "m1", /*stream_flaky=*/true});
   large.push({{"x", "y", "z", "w"}, std::nullopt});
   sources_ = {{Source::cloud_small, &small}, {Source::cloud_large, &large}};
   RecordingStream stream;
@@ -241,6 +251,117 @@ TEST_F(ChainTest, AStreamFailingBeforeTheCommitPointIsReplacedInvisibly) {
   EXPECT_TRUE(result.streamed);
   EXPECT_EQ(stream.sent, (std::vector<std::string>{"x", "y", "z", "w"})) << "nothing of the failed attempt";
   EXPECT_EQ(meta_.level, 3);
+  EXPECT_EQ(meta_.committed_after_pieces, 0) << "cloud-large's answerer was not flaky: not held";
+}
+
+// Adaptive (the default): a stream from an answerer whose recent streams are healthy goes out
+// piece by piece as it is made; one from a flaky answerer is held to the commit point (3 here).
+TEST_F(ChainTest, AdaptiveHoldsOnlyAFlakyAnswerersStream) {
+  for (bool flaky : {false, true}) {
+    ScriptedSource small("small"), large("large");
+    EventLog events;
+    small.events = &events;
+    small.push({{"a", "b", "c", "d"}, std::nullopt, "m1", flaky});
+    sources_ = {{Source::cloud_small, &small}, {Source::cloud_large, &large}};
+    RecordingStream stream;
+    stream.events = &events;
+    meta_ = {};
+    auto result = run(plan_of({{Level::cloud_small, Source::cloud_small}, {Level::cloud_large, Source::cloud_large}}),
+                      Budget::after(Millis(10'000)), &stream);
+    ASSERT_TRUE(result.answer);
+    if (flaky) {
+      EXPECT_EQ(events, (EventLog{"made:a", "made:b", "made:c", "open", "sent:a", "sent:b", "sent:c", "made:d",
+                                  "sent:d"}));
+      EXPECT_EQ(meta_.committed_after_pieces, 3);
+    } else {
+      EXPECT_EQ(events, (EventLog{"made:a", "open", "sent:a", "made:b", "sent:b", "made:c", "sent:c", "made:d",
+                                  "sent:d"}));
+      EXPECT_EQ(meta_.committed_after_pieces, 0);
+    }
+  }
+}
+
+// Nothing could replace the stream (the last step, no retry left): there is nothing to hold for.
+TEST_F(ChainTest, AdaptiveDoesNotHoldWhenNothingCouldReplaceTheStream) {
+  config_.retry.enabled = false;
+  ScriptedSource small("small");
+  small.push({{"a", "b", "c", "d"}, std::nullopt, "m1", /*stream_flaky=*/true});
+  sources_ = {{Source::cloud_small, &small}};
+  RecordingStream stream;
+  auto result = run(plan_of({{Level::cloud_small, Source::cloud_small}}), Budget::after(Millis(10'000)), &stream);
+  ASSERT_TRUE(result.answer);
+  EXPECT_EQ(meta_.committed_after_pieces, 0);
+  // A retry at the same level could replace it: then the flaky stream is held.
+  config_.retry.enabled = true;
+  small.push({{"a", "b", "c", "d"}, std::nullopt, "m1", /*stream_flaky=*/true});
+  meta_ = {};
+  result = run(plan_of({{Level::cloud_small, Source::cloud_small}}), Budget::after(Millis(10'000)), &stream);
+  ASSERT_TRUE(result.answer);
+  EXPECT_EQ(meta_.committed_after_pieces, 3);
+}
+
+// chain.commit.mode always / never, and the request's own hengshi.commit over the config.
+TEST_F(ChainTest, CommitModesAlwaysAndNeverOverrideTheAnswerersHealth) {
+  struct Case {
+    std::optional<CommitMode> config_mode;
+    std::optional<CommitMode> request_mode;
+    bool flaky;
+    int held;
+  };
+  for (const Case& c : {Case{CommitMode::always, std::nullopt, false, 3}, Case{CommitMode::never, std::nullopt, true, 0},
+                        Case{CommitMode::always, CommitMode::never, true, 0},
+                        Case{std::nullopt, CommitMode::always, false, 3}}) {
+    config_.commit.mode = c.config_mode.value_or(CommitMode::adaptive);
+    chat_.hengshi.commit = c.request_mode;
+    ScriptedSource small("small"), large("large");
+    small.push({{"a", "b", "c", "d"}, std::nullopt, "m1", c.flaky});
+    sources_ = {{Source::cloud_small, &small}, {Source::cloud_large, &large}};
+    RecordingStream stream;
+    meta_ = {};
+    auto result = run(plan_of({{Level::cloud_small, Source::cloud_small}, {Level::cloud_large, Source::cloud_large}}),
+                      Budget::after(Millis(10'000)), &stream);
+    ASSERT_TRUE(result.answer);
+    EXPECT_EQ(meta_.committed_after_pieces, c.held);
+  }
+}
+
+// The kind of every answer: a model's, or the gateway's own canned reply (L4).
+TEST_F(ChainTest, TheLastResortIsACannedAnswerNotAModelAnswer) {
+  ScriptedSource small("small", false), resort("resort", false);
+  small.push({{}, error_of(ErrorClass::next_level, "server_error")});
+  resort.push({{"busy"}, std::nullopt, ""});
+  sources_ = {{Source::cloud_small, &small}, {Source::last_resort_reply, &resort}};
+  auto result = run(plan_of({{Level::cloud_small, Source::cloud_small}, {Level::last_resort, Source::last_resort_reply}}));
+  ASSERT_TRUE(result.answer);
+  EXPECT_EQ(meta_.level, 4);
+  EXPECT_EQ(meta_.answer_kind, AnswerKind::canned);
+  EXPECT_EQ(meta_.to_json()["answer_kind"], "canned");
+  small.push({{"hi"}, std::nullopt});
+  meta_ = {};
+  result = run(plan_of({{Level::cloud_small, Source::cloud_small}, {Level::last_resort, Source::last_resort_reply}}));
+  EXPECT_EQ(meta_.answer_kind, AnswerKind::model);
+}
+
+// A call the pool's panic sent to an open member is one attempt: no retry at that level.
+TEST_F(ChainTest, AnAttemptAtAnOpenMemberIsNotRetried) {
+  ScriptedSource small("small", false), large("large", false);
+  AttemptError open_member = from_upstream([] {
+    cloud::UpstreamError error;
+    error.kind = cloud::UpstreamErrorKind::server_error;
+    error.upstream = "m1";
+    error.member_open = true;
+    return error;
+  }());
+  EXPECT_EQ(open_member.error_class, ErrorClass::next_level);
+  small.push({{}, open_member});
+  large.push({{"hi"}, std::nullopt});
+  sources_ = {{Source::cloud_small, &small}, {Source::cloud_large, &large}};
+  auto result = run(plan_of({{Level::cloud_small, Source::cloud_small}, {Level::cloud_large, Source::cloud_large}}));
+  ASSERT_TRUE(result.answer);
+  EXPECT_EQ(small.calls, 1);
+  EXPECT_EQ(meta_.level, 3);
+  EXPECT_TRUE(meta_.hops.at(0).attempts.at(0).member_open);
+  EXPECT_EQ(meta_.to_json()["hops"][0]["attempts"][0]["member_open"], true);
 }
 
 TEST_F(ChainTest, AStreamFailingAfterTheCommitPointEndsWithAnErrorNotASplice) {

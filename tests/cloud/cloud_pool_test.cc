@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cloud/fake_upstream.h"
+#include "obs/metrics.h"
 #include "support/run_until_done.h"
 
 namespace hengshi::cloud {
@@ -97,75 +98,88 @@ TEST_F(CloudPoolTest, AvoidedMemberIsNotChosenWhileAnotherIsEligible) {
   EXPECT_TRUE(reply.ok());
 }
 
-TEST_F(CloudPoolTest, MemberThatFailsTenCallsOpensAndTrafficMovesToTheOther) {
+TEST_F(CloudPoolTest, MemberThatFailsFiveCallsInARowOpensAndTrafficMovesToTheOther) {
   FakeUpstream a;
   FakeUpstream b;
   a.reply_always(server_error());
   auto p = pool({member(a, "a"), member(b, "b")});
   ASSERT_TRUE(p);
-  // Steer the first 10 calls to `a` by avoiding `b`: all fail, and the 10th opens a's breaker.
-  for (int i = 0; i < 10; ++i) {
+  // Steer the first 5 calls to `a` by avoiding `b`: all fail, and the 5th opens a's breaker.
+  for (int i = 0; i < 5; ++i) {
     auto reply = complete(*p, {{"b"}});
     ASSERT_FALSE(reply.ok());
     EXPECT_EQ(reply.error().kind, UpstreamErrorKind::server_error);
     EXPECT_EQ(reply.error().upstream, "a");
-    EXPECT_EQ(p->breaker(0).state(Clock::now()), i < 9 ? BreakerState::closed : BreakerState::open)
+    EXPECT_FALSE(reply.error().member_open);
+    EXPECT_EQ(p->breaker(0).state(Clock::now()), i < 4 ? BreakerState::closed : BreakerState::open)
         << i;
   }
   EXPECT_EQ(p->breaker(1).state(Clock::now()), BreakerState::closed);
-  // Now even a caller that avoids `b` gets `b`: an open member is never chosen.
+  // Half the members still allow calls: no panic, so even a caller that avoids `b` gets `b`.
+  EXPECT_FALSE(p->in_panic());
   for (int i = 0; i < 20; ++i) {
     auto reply = complete(*p, i % 2 == 0 ? CallOptions{{"b"}} : CallOptions{});
     ASSERT_TRUE(reply.ok()) << reply.error().message;
     EXPECT_EQ(reply->upstream, "b");
   }
-  EXPECT_EQ(a.requests().size(), 10u);
+  EXPECT_EQ(a.requests().size(), 5u);
   EXPECT_EQ(b.requests().size(), 20u);
 }
 
-TEST_F(CloudPoolTest, EveryMemberOpenFailsAtOnceWithoutTouchingTheNetwork) {
+double metric(const std::string& name, const std::string& pool) {
+  return name == "hengshi_breaker_panic_total"
+             ? obs::Registry::global().counter(name, "", {{"pool", pool}}).value()
+             : obs::Registry::global().gauge(name, "", {{"pool", pool}}).value();
+}
+
+TEST_F(CloudPoolTest, EveryMemberOpenIsPanicOneCallPerRequestNeverARefusal) {
   FakeUpstream a;
   FakeUpstream b;
   a.reply_always(server_error());
   b.reply_always(server_error());
-  auto p = pool({member(a, "a"), member(b, "b")}, {}, "cloud-large-all-open");
+  const std::string name = "cloud-large-all-open";
+  auto p = pool({member(a, "a"), member(b, "b")}, {}, name);
   ASSERT_TRUE(p);
-  // Each member opens at its 10th failure; after that every call goes to the other one.
-  for (int i = 0; i < 20; ++i) {
+  // Each member opens at its 5th failure in a row.
+  for (int i = 0; i < 10 && !p->in_panic(); ++i) {
     auto reply = complete(*p);
     ASSERT_FALSE(reply.ok());
     EXPECT_EQ(reply.error().kind, UpstreamErrorKind::server_error) << i;
   }
   ASSERT_EQ(p->breaker(0).state(Clock::now()), BreakerState::open);
   ASSERT_EQ(p->breaker(1).state(Clock::now()), BreakerState::open);
-  EXPECT_FALSE(p->any_member_available());
-  const int accepted = a.accepted() + b.accepted();
+  EXPECT_TRUE(p->in_panic());
+  EXPECT_EQ(metric("hengshi_pool_members_open_share", name), 1.0);
+  const double panics = metric("hengshi_breaker_panic_total", name);
   const auto requests = a.requests().size() + b.requests().size();
-  EXPECT_EQ(requests, 20u);
 
-  for (int i = 0; i < 5; ++i) {
+  // In panic every call still reaches a member, marked so the chain makes it one attempt.
+  for (int i = 0; i < 4; ++i) {
     auto reply = complete(*p);
     ASSERT_FALSE(reply.ok());
-    const UpstreamError& error = reply.error();
-    EXPECT_EQ(error.kind, UpstreamErrorKind::circuit_open);
-    EXPECT_FALSE(error.retryable());
-    ASSERT_TRUE(error.retry_after_ms.has_value());
-    EXPECT_GT(*error.retry_after_ms, 0);
-    EXPECT_LE(*error.retry_after_ms, 30'000);
-    ApiError api = error.to_api_error();
-    EXPECT_EQ(api.status, 503);
-    EXPECT_EQ(api.code, "upstream_unavailable");
-    EXPECT_NE(api.message.find("cloud-large-all-open"), std::string::npos) << api.message;
+    EXPECT_EQ(reply.error().kind, UpstreamErrorKind::server_error);
+    EXPECT_TRUE(reply.error().member_open);
   }
   auto streamed = stream(*p);
   ASSERT_FALSE(streamed.ok());
-  EXPECT_EQ(streamed.error().kind, UpstreamErrorKind::circuit_open);
-  // Not a connection, not a request more.
-  EXPECT_EQ(a.accepted() + b.accepted(), accepted);
-  EXPECT_EQ(a.requests().size() + b.requests().size(), requests);
+  EXPECT_TRUE(streamed.error().member_open);
+  EXPECT_EQ(a.requests().size() + b.requests().size(), requests + 5);
+  EXPECT_EQ(metric("hengshi_breaker_panic_total", name), panics + 5);
+
+  // `b` recovers: the first call it answers closes its breaker and the panic ends.
+  b.reply_always(FakeReply{});
+  for (int i = 0; i < 20 && p->in_panic(); ++i) (void)complete(*p);
+  EXPECT_EQ(p->breaker(1).state(Clock::now()), BreakerState::closed);
+  EXPECT_FALSE(p->in_panic());
+  EXPECT_EQ(metric("hengshi_pool_members_open_share", name), 0.5);
+  for (int i = 0; i < 5; ++i) {
+    auto reply = complete(*p);
+    ASSERT_TRUE(reply.ok());
+    EXPECT_EQ(reply->upstream, "b");
+  }
 }
 
-TEST_F(CloudPoolTest, StreamFailingAfterTheFirstChunkCountsAsAFailure) {
+TEST_F(CloudPoolTest, StreamFailingAfterTheFirstChunkCountsAsAFailureAndMakesTheMemberFlaky) {
   FakeUpstream a;
   FakeReply cut;
   cut.stream = true;
@@ -175,14 +189,38 @@ TEST_F(CloudPoolTest, StreamFailingAfterTheFirstChunkCountsAsAFailure) {
   a.reply_always(cut);
   auto p = pool({member(a, "a")});
   ASSERT_TRUE(p);
-  for (int i = 0; i < 10; ++i) {
-    auto summary = stream(*p);
+  std::vector<bool> flaky;
+  CallOptions options;
+  options.on_chosen = [&flaky](bool stream_flaky) { flaky.push_back(stream_flaky); };
+  for (int i = 0; i < 5; ++i) {
+    auto summary = stream(*p, options);
     ASSERT_FALSE(summary.ok());
     EXPECT_EQ(summary.error().kind, UpstreamErrorKind::closed_early);
     EXPECT_TRUE(summary.error().after_first_byte);
   }
   EXPECT_EQ(p->breaker(0).state(Clock::now()), BreakerState::open);
-  EXPECT_EQ(stream(*p).error().kind, UpstreamErrorKind::circuit_open);
+  // A one-member pool whose member is open is in panic: the call is made, as one attempt.
+  auto in_panic = stream(*p, options);
+  ASSERT_FALSE(in_panic.ok());
+  EXPECT_TRUE(in_panic.error().member_open);
+  EXPECT_EQ(a.requests().size(), 6u);
+  EXPECT_EQ(flaky, std::vector<bool>(6, true));
+}
+
+TEST_F(CloudPoolTest, AHealthyStreamMakesTheMemberTrusted) {
+  FakeUpstream a;
+  FakeReply ok;
+  ok.stream = true;
+  ok.events = {R"({"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"}}]})"};
+  a.reply_always(ok);
+  auto p = pool({member(a, "a")});
+  ASSERT_TRUE(p);
+  std::vector<bool> flaky;
+  CallOptions options;
+  options.on_chosen = [&flaky](bool stream_flaky) { flaky.push_back(stream_flaky); };
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(stream(*p, options).ok());
+  // Nothing was known before the first stream finished; after it the member is trusted.
+  EXPECT_EQ(flaky, (std::vector<bool>{true, false, false}));
 }
 
 TEST_F(CloudPoolTest, ClientErrorsDoNotOpenTheBreaker) {

@@ -35,6 +35,20 @@ TEST(ChatRequestTest, FlattensTextPartsAndKeepsBodyForPassThrough) {
   EXPECT_DOUBLE_EQ(req->body["temperature"].get<double>(), 0.2);
 }
 
+TEST(ChatRequestTest, TheCommitModeIsOneOfThreeWords) {
+  auto req = parse_chat_request(
+      R"({"messages":[{"role":"user","content":"hi"}],"stream":true,"hengshi":{"commit":"never"}})");
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  EXPECT_EQ(req->hengshi.commit, CommitMode::never);
+  for (const char* bad : {R"("sometimes")", "1", "null"}) {
+    auto refused = parse_chat_request(std::string(R"({"messages":[{"role":"user","content":"hi"}],"hengshi":{"commit":)") +
+                                      bad + "}}");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().param, "hengshi.commit");
+    EXPECT_EQ(refused.error().status, 400);
+  }
+}
+
 TEST(ChatRequestTest, AssistantToolCallWithoutContentIsAccepted) {
   auto req = parse_chat_request(
       R"({"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[]},{"role":"tool","content":"r","tool_call_id":"1"}]})");

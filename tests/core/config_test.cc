@@ -105,9 +105,10 @@ chain:
   shares: {edge: 0.6, last_resort_ms: 80}
   task_shares: {faq: {edge: 0.9}}
   retry: {backoff_ms: [100, 300]}
-  breaker: {min_calls: 5, open_ms: 1000}
+  breaker: {min_calls: 5, open_ms: 1000, max_open_ms: 8000, consecutive_failures: 7,
+            consecutive_outage_failures: 0, outlier_margin: 0.3, panic_threshold: 0.34}
   bulkheads: {cloud-large: {max_concurrent: 8, max_queue: 0}}
-  commit: {tokens: 4, first_sentence: false}
+  commit: {tokens: 4, first_sentence: false, mode: always, task_modes: {voice: never}}
   offline: {consecutive_failures: 5, notice: " (offline)"}
   shadow: {sample_rate: 0.1, task_types: [faq]}
   last_resort: {kind: human}
@@ -123,9 +124,18 @@ edge: {required: true}
   EXPECT_DOUBLE_EQ(chain.shares_for("other").edge, 0.6);
   EXPECT_EQ(chain.retry.backoff_ms, (std::vector<std::int64_t>{100, 300}));
   EXPECT_EQ(chain.breaker.min_calls, 5);
+  EXPECT_EQ(chain.breaker.open_ms, 1000);
+  EXPECT_EQ(chain.breaker.max_open_ms, 8000);
+  EXPECT_EQ(chain.breaker.consecutive_failures, 7);
+  EXPECT_EQ(chain.breaker.consecutive_outage_failures, 0);
+  EXPECT_DOUBLE_EQ(chain.breaker.outlier_margin, 0.3);
+  EXPECT_DOUBLE_EQ(chain.breaker.panic_threshold, 0.34);
+  EXPECT_DOUBLE_EQ(chain.breaker.failure_ratio, 0.5) << "unset: the default";
   EXPECT_EQ(chain.bulkhead_for("cloud-large").max_concurrent, 8);
   EXPECT_EQ(chain.bulkhead_for("cloud-small").max_concurrent, BulkheadConfig{}.max_concurrent);
   EXPECT_EQ(chain.commit.tokens, 4);
+  EXPECT_EQ(chain.commit.mode_for("faq"), CommitMode::always);
+  EXPECT_EQ(chain.commit.mode_for("voice"), CommitMode::never);
   EXPECT_EQ(chain.offline.consecutive_failures, 5);
   EXPECT_EQ(chain.shadow.task_types, (std::vector<std::string>{"faq"}));
   EXPECT_EQ(chain.last_resort.kind, "human");
@@ -152,6 +162,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"surprise: 1", "surprise: unknown field"},
         BadCase{"chain: {breaker: {failure_ratio: 2}}", "chain.breaker.failure_ratio: must be in (0, 1]"},
         BadCase{"chain: {shares: {edge: 0}}", "chain.shares.edge: must be a share"},
+        BadCase{"chain: {breaker: {open_ms: 5000, max_open_ms: 100}}", "chain.breaker.max_open_ms: must be >= open_ms"},
+        BadCase{"chain: {breaker: {panic_threshold: 2}}", "chain.breaker.panic_threshold: must be in [0, 1]"},
+        BadCase{"chain: {breaker: {consecutive_failures: -1}}", "chain.breaker.consecutive_failures: must be >= 0"},
+        BadCase{"chain: {commit: {mode: sometimes}}", "chain.commit.mode: must be adaptive, always or never"},
+        BadCase{"chain: {commit: {task_modes: {faq: 3}}}", "chain.commit.task_modes.faq: must be adaptive"},
         BadCase{"chain: {retry: {backoff_ms: [200, -1]}}", "chain.retry.backoff_ms[1]: must be > 0"},
         BadCase{"chain: {retry: {backof_ms: [1]}}", "chain.retry.backof_ms: unknown field"},
         BadCase{"chain: {last_resort: {kind: pray}}", "chain.last_resort.kind: must be canned, human or error"},
