@@ -63,6 +63,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
   ChainResult out;
   std::optional<AttemptError> last_error;
   double billed = 0.0;  // what failed attempts cost (a rejected verification is still paid for)
+  bool walk_broke = false;  // a stream of this request broke midway: the replacements are held
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep step = plan.steps[i];
     bool last_before_resort = true;
@@ -99,10 +100,13 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
       if (retry > 0) ChainMetrics::count_retry(to_string(step.source));
       // Could anything replace this attempt's stream if it broke before the commit point: a later
       // step of the plan, or a retry at this level?
-      const bool replaceable = !last_step || (is_cloud(step.source) && config_.retry.enabled &&
-                                              retry < static_cast<int>(config_.retry.backoff_ms.size()));
-      AttemptOutcome outcome = co_await attempt(*source, source_request, step, last_step, replaceable,
-                                                budget.deadline(), request, meta);
+      HoldContext hold;
+      hold.replaceable = !last_step || (is_cloud(step.source) && config_.retry.enabled &&
+                                        retry < static_cast<int>(config_.retry.backoff_ms.size()));
+      hold.walk_broke = walk_broke;
+      AttemptOutcome outcome =
+          co_await attempt(*source, source_request, step, last_step, hold, budget.deadline(), request, meta);
+      walk_broke = walk_broke || outcome.broke_midway;
       if (!outcome.result && outcome.result.error().kind == "circuit_open") {
         // Every member's breaker is open: the pool refused without a call. Not an attempt; the
         // level is skipped at once (no retry: the breakers stay open longer than any backoff).
@@ -201,7 +205,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
 }
 
 awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
-                                                bool last_step, bool replaceable, Deadline request_deadline,
+                                                bool last_step, HoldContext hold_context, Deadline request_deadline,
                                                 const ChainRequest& request, ResponseMeta& meta) {
   auto state = std::make_shared<AttemptState>();
   source_request.cancel = state->token;
@@ -230,14 +234,17 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
   }
 
   // Whether this stream's pieces are held back to the commit point: always / never, or (adaptive)
-  // only when the answerer's recent streams broke midway and something could replace this one.
-  // A source that names no answerer (the edge LLM) is not held in adaptive mode.
+  // only when something could replace this one and either this request already lost a stream or
+  // the answerer's recent streams broke midway. A source that names no answerer (the edge LLM)
+  // counts as healthy.
   const CommitMode mode = request.request != nullptr && request.request->hengshi.commit
                               ? *request.request->hengshi.commit
                               : config_.commit.mode_for(request.request ? request.request->hengshi.task_type : "");
-  bool hold = mode == CommitMode::always && config_.commit.tokens > 0;
-  if (mode == CommitMode::adaptive && config_.commit.tokens > 0) {
-    stream_request.on_answerer = [&hold, replaceable](bool stream_flaky) { hold = stream_flaky && replaceable; };
+  bool hold = config_.commit.tokens > 0 &&
+              (mode == CommitMode::always ||
+               (mode == CommitMode::adaptive && hold_context.replaceable && hold_context.walk_broke));
+  if (mode == CommitMode::adaptive && config_.commit.tokens > 0 && hold_context.replaceable) {
+    stream_request.on_answerer = [&hold](bool stream_flaky) { hold = hold || stream_flaky; };
   }
   CommitGate gate(config_.commit);
   std::vector<std::pair<Piece::Kind, std::string>> held;
@@ -296,7 +303,7 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
       error.api = ApiError::gateway_timeout("ttft_timeout", "no first token within the level's share of the budget");
     }
     ChainMetrics::count_stream_failure(committed ? "after_commit" : "before_commit");
-    co_return AttemptOutcome{std::move(error), committed};
+    co_return AttemptOutcome{std::move(error), committed, state->first_piece};
   }
   co_return AttemptOutcome{std::move(result), committed};
 }

@@ -84,10 +84,17 @@ class Chain {
   struct AttemptOutcome {
     Result<Answer, AttemptError> result;
     bool committed = false;
+    bool broke_midway = false;  // a stream that failed after its first piece
   };
-  // `replaceable`: something could replace a stream that breaks before its commit point.
+  // How an attempt's stream is held back (adaptive mode): `replaceable` — something could replace
+  // it if it broke before its commit point; `walk_broke` — an earlier attempt of this request
+  // already broke midway, so this one is held whatever its answerer's record says.
+  struct HoldContext {
+    bool replaceable = false;
+    bool walk_broke = false;
+  };
   awaitable<AttemptOutcome> attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
-                                    bool last_step, bool replaceable, Deadline request_deadline,
+                                    bool last_step, HoldContext hold_context, Deadline request_deadline,
                                     const ChainRequest& request, ResponseMeta& meta);
   std::optional<Millis> retry_wait(int retry, std::optional<std::int64_t> retry_after_ms, Millis left);
 

@@ -223,7 +223,7 @@ CloudPool::Choice CloudPool::choose(const CallOptions& options) {
     bool avoided = std::find(options.avoid.begin(), options.avoid.end(), member.name()) !=
                    options.avoid.end();
     signals.push_back({member.outstanding(), member.config().max_concurrent,
-                       member.latency_ewma_us(), true, avoided});
+                       member.latency_score_us(now), true, avoided});
   }
   const bool panic = update_panic(now, &signals);
   if (panic) {

@@ -3,7 +3,8 @@
 // outstanding requests; members at max_concurrent, members whose circuit breaker refuses a call
 // and (while another is eligible) members the caller asked to avoid are skipped. A failed call
 // feeds its member's latency EWMA a penalty, so a member that fails fast stops attracting
-// traffic. A pool bulkhead bounds the calls in flight and queues the excess (bulkhead.h).
+// traffic; the score fades while the member gets no calls, so it is tried again later rather
+// than starved for good. A pool bulkhead bounds the calls in flight and queues the excess (bulkhead.h).
 // One call = one member, no retry: retries and fallbacks belong to the degradation chain
 // (src/chain/).
 //

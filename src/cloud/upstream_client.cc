@@ -1,6 +1,7 @@
 #include "cloud/upstream_client.h"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <charconv>
 #include <cerrno>
@@ -865,14 +866,35 @@ void UpstreamClient::release(std::unique_ptr<Connection> connection) {
   // lock is released, by the unique_ptr going out of scope).
 }
 
+namespace {
+
+// How much of a latency score remains after `age` without a sample.
+double memory_left(std::int64_t last_sample_ns, std::chrono::steady_clock::time_point now) {
+  if (last_sample_ns == 0) return 1.0;
+  const double age_s = static_cast<double>(now.time_since_epoch().count() - last_sample_ns) / 1e9;
+  if (age_s <= 0.0) return 1.0;
+  return std::exp(-age_s / static_cast<double>(UpstreamClient::kLatencyMemory.count()));
+}
+
+}  // namespace
+
+double UpstreamClient::latency_score_us(std::chrono::steady_clock::time_point now) const {
+  return latency_ewma_us() * memory_left(last_latency_sample_ns_.load(std::memory_order_relaxed), now);
+}
+
 void UpstreamClient::record_latency(std::chrono::microseconds latency) {
   constexpr double kAlpha = 0.2;
+  const auto now = std::chrono::steady_clock::now();
+  const double faded = memory_left(last_latency_sample_ns_.load(std::memory_order_relaxed), now);
   double sample = static_cast<double>(latency.count());
   double current = latency_ewma_us_.load(std::memory_order_relaxed);
   double next = 0;
   do {
-    next = current == 0.0 ? sample : current + kAlpha * (sample - current);
+    // A score that faded while the member was idle blends from where it faded to.
+    const double from = current * faded;
+    next = current == 0.0 ? sample : from + kAlpha * (sample - from);
   } while (!latency_ewma_us_.compare_exchange_weak(current, next, std::memory_order_relaxed));
+  last_latency_sample_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 }  // namespace hengshi::cloud

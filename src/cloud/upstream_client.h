@@ -110,6 +110,11 @@ class UpstreamClient {
   // the first): the whole exchange for complete(), the first chunk for stream() — in both cases
   // the time until the client can start receiving.
   double latency_ewma_us() const { return latency_ewma_us_.load(std::memory_order_relaxed); }
+  // The EWMA as the balancer scores it at `now`: it fades (time constant kLatencyMemory) while
+  // the member gets no calls, so a member penalised for failures is tried again after a while
+  // instead of being starved for good once it has recovered.
+  static constexpr std::chrono::seconds kLatencyMemory{10};
+  double latency_score_us(std::chrono::steady_clock::time_point now) const;
   // Feeds one sample into latency_ewma_us() from outside a call: the pool's penalty for a
   // failed call, so a member that fails fast stops looking fast.
   void add_latency_sample(std::chrono::microseconds sample) { record_latency(sample); }
@@ -143,6 +148,7 @@ class UpstreamClient {
   std::vector<std::unique_ptr<Connection>> idle_;
   std::atomic<int> outstanding_{0};
   std::atomic<double> latency_ewma_us_{0.0};
+  std::atomic<std::int64_t> last_latency_sample_ns_{0};  // steady clock; 0 = none yet
 };
 
 }  // namespace hengshi::cloud

@@ -251,7 +251,7 @@ TEST_F(ChainTest, AStreamFailingBeforeTheCommitPointIsReplacedInvisibly) {
   EXPECT_TRUE(result.streamed);
   EXPECT_EQ(stream.sent, (std::vector<std::string>{"x", "y", "z", "w"})) << "nothing of the failed attempt";
   EXPECT_EQ(meta_.level, 3);
-  EXPECT_EQ(meta_.committed_after_pieces, 0) << "cloud-large's answerer was not flaky: not held";
+  EXPECT_EQ(meta_.committed_after_pieces, 3) << "a replacement after a broken stream is held";
 }
 
 // Adaptive (the default): a stream from an answerer whose recent streams are healthy goes out
@@ -298,6 +298,35 @@ TEST_F(ChainTest, AdaptiveDoesNotHoldWhenNothingCouldReplaceTheStream) {
   result = run(plan_of({{Level::cloud_small, Source::cloud_small}}), Budget::after(Millis(10'000)), &stream);
   ASSERT_TRUE(result.answer);
   EXPECT_EQ(meta_.committed_after_pieces, 3);
+}
+
+// Once a stream of the request broke midway, its replacement is held whatever its answerer's
+// record says: the trouble may not be that member's alone.
+TEST_F(ChainTest, AfterAStreamBrokeMidwayTheReplacementIsHeld) {
+  ScriptedSource small("small"), large("large");
+  small.push({{"a", "b"}, error_of(ErrorClass::next_level, "closed_early"), "m1", /*stream_flaky=*/false});
+  large.push({{"x", "y", "z", "w"}, std::nullopt, "m2", /*stream_flaky=*/false});
+  sources_ = {{Source::cloud_small, &small}, {Source::cloud_large, &large},
+              {Source::last_resort_reply, &small}};
+  RecordingStream stream;
+  auto result = run(plan_of({{Level::cloud_small, Source::cloud_small},
+                             {Level::cloud_large, Source::cloud_large},
+                             {Level::last_resort, Source::last_resort_reply}}),
+                    Budget::after(Millis(10'000)), &stream);
+  ASSERT_TRUE(result.error) << "cloud-small was trusted: its stream went out and then broke";
+  EXPECT_TRUE(result.error->after_first_byte);
+  // The same, but the first attempt breaks before anything is sent: it was held (its answerer
+  // looked flaky), and the replacement, from a trusted answerer, is held too.
+  small.push({{"a", "b"}, error_of(ErrorClass::next_level, "closed_early"), "m1", /*stream_flaky=*/true});
+  large.push({{"x", "y", "z", "w"}, std::nullopt, "m2", /*stream_flaky=*/false});
+  RecordingStream second;
+  meta_ = {};
+  result = run(plan_of({{Level::cloud_small, Source::cloud_small}, {Level::cloud_large, Source::cloud_large},
+                        {Level::last_resort, Source::last_resort_reply}}),
+               Budget::after(Millis(10'000)), &second);
+  ASSERT_TRUE(result.answer);
+  EXPECT_EQ(meta_.committed_after_pieces, 3);
+  EXPECT_EQ(second.sent, (std::vector<std::string>{"x", "y", "z", "w"}));
 }
 
 // chain.commit.mode always / never, and the request's own hengshi.commit over the config.

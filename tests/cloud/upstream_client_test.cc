@@ -1,5 +1,6 @@
 #include "cloud/upstream_client.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <optional>
@@ -132,6 +133,21 @@ class UpstreamClientTest : public ::testing::Test {
   asio::io_context ioc_;  // declared first: clients made in a test die before it
   asio::strand<asio::io_context::executor_type> strand_ = asio::make_strand(ioc_);
 };
+
+// A penalised member's score fades while it gets no calls, so the balancer tries it again; the
+// next sample blends from where the score faded to, not from the old penalty.
+TEST_F(UpstreamClientTest, AnIdleMembersLatencyScoreFades) {
+  FakeUpstream fake;
+  auto c = client(member(fake.base_url(), "fading"));
+  const auto before = std::chrono::steady_clock::now();
+  c->add_latency_sample(std::chrono::seconds(10));
+  const auto sampled = std::chrono::steady_clock::now();
+  EXPECT_NEAR(c->latency_score_us(sampled), 10e6, 1e3);
+  // One time constant (10 s) and three later: e^-1 and e^-3 of the penalty remain.
+  EXPECT_NEAR(c->latency_score_us(before + std::chrono::seconds(10)), 10e6 * std::exp(-1.0), 2e4);
+  EXPECT_NEAR(c->latency_score_us(before + std::chrono::seconds(30)), 10e6 * std::exp(-3.0), 2e4);
+  EXPECT_EQ(c->latency_ewma_us(), 10e6) << "the stored average itself is untouched until a sample";
+}
 
 TEST_F(UpstreamClientTest, NonStreamRoundTrip) {
   ::setenv("HENGSHI_CLOUD_TEST_KEY", "sk-test-secret", 1);

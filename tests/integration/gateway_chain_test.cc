@@ -166,6 +166,29 @@ TEST_F(GatewayChainTest, AStreamBrokenBeforeItsCommitPointIsReplacedInvisibly) {
   }
   EXPECT_EQ(events.back()["hengshi"]["level"], 3);
   EXPECT_EQ(events.back()["hengshi"]["hops"][0]["outcome"], "closed_early");
+  EXPECT_GT(events.back()["hengshi"]["committed_after_pieces"].get<int>(), 0) << "held, so it could be replaced";
+}
+
+// A healthy member's stream goes out as it comes (the first one from a member is held: nothing
+// is known of it yet); a request may still ask for the hold.
+TEST_F(GatewayChainTest, AHealthyMembersStreamIsNotHeldUnlessTheRequestAsks) {
+  start();
+  auto first = chat(user_message("cloud-small", "tell me something", true));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_GT(first.sse_events().back()["hengshi"]["committed_after_pieces"].get<int>(), 0);
+  auto second = chat(user_message("cloud-small", "tell me something else", true));
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(second.sse_events().back()["hengshi"]["committed_after_pieces"], 0) << second.body;
+  nlohmann::json always = nlohmann::json::parse(user_message("cloud-small", "and once more", true));
+  always["hengshi"] = {{"commit", "always"}};
+  auto held = chat(always.dump());
+  ASSERT_EQ(held.status, 200) << held.body;
+  EXPECT_GT(held.sse_events().back()["hengshi"]["committed_after_pieces"].get<int>(), 0) << held.body;
+  nlohmann::json bad = always;
+  bad["hengshi"] = {{"commit", "sometimes"}};
+  auto refused = chat(bad.dump());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.json()["error"]["param"], "hengshi.commit");
 }
 
 TEST_F(GatewayChainTest, AStreamBrokenAfterItsCommitPointEndsWithAnErrorNeverASplice) {
