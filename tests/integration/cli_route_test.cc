@@ -12,6 +12,7 @@
 
 #include "support/child_process.h"
 #include "support/http_client.h"
+#include "support/shared_model.h"
 
 namespace hengshi::testing {
 namespace {
@@ -25,11 +26,11 @@ class CliRouteTest : public ::testing::Test {
     dir_ = new std::string(temp_path("cli-route"));
     fs::create_directories(*dir_);
     const std::string hengshi = binary_path("src/cli/hengshi");
-    auto trained = ChildProcess::run({hengshi, "train", "--data", source_path("data/demo_faq.jsonl"), "--out",
-                                      *dir_ + "/model", "--search-budget", "0"});
+    SharedModel trained = shared_demo_intent_model();  // trained once per build, read-only here
+    model_ = new std::string(trained.dir);
     log_ = new std::string(trained.output);
-    if (trained.exit_code != 0) return;
-    auto calibrated = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+    if (!trained.ok) return;
+    auto calibrated = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
                                          source_path("data/demo_faq.jsonl"), "--target-precision", "0.95",
                                          "--out", *dir_ + "/thresholds.json"});
     *log_ += calibrated.output;
@@ -38,6 +39,7 @@ class CliRouteTest : public ::testing::Test {
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
     delete dir_;
+    delete model_;
     delete log_;
   }
   void SetUp() override { ASSERT_TRUE(ok_) << *log_; }
@@ -45,7 +47,7 @@ class CliRouteTest : public ::testing::Test {
   // Runs `hengshi route` over `lines`; returns the decisions, one per non-blank line.
   std::vector<json> route(const std::vector<std::string>& lines) {
     const std::string config = *dir_ + "/route.yaml";
-    std::ofstream(config) << "edge:\n  intent_model: " << *dir_ << "/model\nrouting:\n  thresholds_file: " << *dir_
+    std::ofstream(config) << "edge:\n  intent_model: " << *model_ << "\nrouting:\n  thresholds_file: " << *dir_
                           << "/thresholds.json\n";
     const std::string input = *dir_ + "/requests.jsonl";
     std::ofstream out(input);
@@ -62,10 +64,12 @@ class CliRouteTest : public ::testing::Test {
   }
 
   static std::string* dir_;
+  static std::string* model_;
   static std::string* log_;
   static bool ok_;
 };
 std::string* CliRouteTest::dir_ = nullptr;
+std::string* CliRouteTest::model_ = nullptr;
 std::string* CliRouteTest::log_ = nullptr;
 bool CliRouteTest::ok_ = false;
 
@@ -89,7 +93,7 @@ TEST_F(CliRouteTest, CalibratePrintsRulesFinalPolicyAndPriorShift) {
             std::string::npos);
 
   const std::string hengshi = binary_path("src/cli/hengshi");
-  const std::vector<std::string> base = {hengshi, "calibrate", "--model", *dir_ + "/model",
+  const std::vector<std::string> base = {hengshi, "calibrate", "--model", *model_,
                                          "--data", source_path("data/demo_faq.jsonl"),
                                          "--target-precision", "0.95"};
   auto with = [&](std::vector<std::string> extra, const std::string& out) {
@@ -129,7 +133,7 @@ TEST_F(CliRouteTest, CalibratePrintsRulesFinalPolicyAndPriorShift) {
     }
   }
   // Data without out-of-scope rows: the model's stand-ins from held-out intents take their place.
-  auto stand_ins = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+  auto stand_ins = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
                                       in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
                                       "--out", *dir_ + "/stand-ins.json"});
   EXPECT_EQ(stand_ins.exit_code, 0) << stand_ins.output;
@@ -138,18 +142,18 @@ TEST_F(CliRouteTest, CalibratePrintsRulesFinalPolicyAndPriorShift) {
       << stand_ins.output;
   EXPECT_NE(stand_ins.output.find("prior shift"), std::string::npos) << stand_ins.output;
   // No out-of-scope question may get an edge answer: the bands rise until none does.
-  auto no_leak = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+  auto no_leak = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
                                     in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
                                     "--max-oos-leak", "0", "--out", *dir_ + "/no-leak.json"});
   EXPECT_EQ(no_leak.exit_code, 0) << no_leak.output;
   EXPECT_NE(no_leak.output.find("out-of-scope leak 0.000"), std::string::npos) << no_leak.output;
-  auto bad_leak = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+  auto bad_leak = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
                                      in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
                                      "--max-oos-leak", "1.5",
                                      "--out", *dir_ + "/bad-leak.json"});
   EXPECT_EQ(bad_leak.exit_code, 2) << bad_leak.output;
   EXPECT_NE(bad_leak.output.find("leak must be in [0, 1]"), std::string::npos) << bad_leak.output;
-  auto refused = ChildProcess::run({hengshi, "calibrate", "--model", *dir_ + "/model", "--data",
+  auto refused = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
                                     in_scope, "--target-precision", "0.95", "--oos-share", "0.2",
                                     "--no-synthetic-oos", "--out", *dir_ + "/refused.json"});
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
@@ -209,7 +213,7 @@ TEST_F(CliRouteTest, CommandsThatWriteDataOnStdoutKeepTheirLogsOnStderr) {
   auto trained = ChildProcess::run({hengshi, "train-complexity", "--data", rows, "--out", *dir_ + "/complexity"});
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   const std::string config = *dir_ + "/route-complexity.yaml";
-  std::ofstream(config) << "edge:\n  intent_model: " << *dir_ << "/model\nrouting:\n  complexity_model: " << *dir_
+  std::ofstream(config) << "edge:\n  intent_model: " << *model_ << "\nrouting:\n  complexity_model: " << *dir_
                         << "/complexity\n";
   const std::string input = *dir_ + "/complexity-requests.jsonl";
   std::ofstream(input) << R"({"text": "我的订单到哪了"})" << "\n" << R"({"text": "Prove that 9x^2 has a root"})" << "\n";
@@ -231,7 +235,7 @@ TEST_F(CliRouteTest, CommandsThatWriteDataOnStdoutKeepTheirLogsOnStderr) {
   // serve: its request log goes to stdout by default; the ready line and the logs do not.
   const std::string serve_config = *dir_ + "/serve.yaml";
   std::ofstream(serve_config) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\"}\n"
-                              << "edge:\n  intent_model: " << *dir_ << "/model\n"
+                              << "edge:\n  intent_model: " << *model_ << "\n"
                               << "pools:\n  cloud-small: {members: [{name: nowhere, base_url: "
                                  "\"http://127.0.0.1:1/v1\", model: m}]}\n";
   auto gateway = ChildProcess::start({hengshi, "serve", "--config", serve_config});

@@ -1,26 +1,23 @@
-// A gateway fixture whose suite first trains the shipped demo intent model (data/demo_faq.jsonl)
-// with the real CLI (no search: seconds, not minutes), shared by every test of the suite.
+// A gateway fixture on the shipped demo intent model (data/demo_faq.jsonl), trained by the real
+// CLI without a search, once per build and shared by every test process (support/shared_model.h).
 #pragma once
 
-#include <filesystem>
 #include <string>
 
 #include "integration/gateway_fixture.h"
+#include "support/shared_model.h"
 
 namespace hengshi::testing {
 
 class DemoIntentFixture : public GatewayFixture {
  protected:
   static void SetUpTestSuite() {
-    model_dir_ = new std::string(temp_path("demo-intent"));
-    auto trained = ChildProcess::run({binary_path("src/cli/hengshi"), "train", "--data",
-                                      source_path("data/demo_faq.jsonl"), "--out", *model_dir_,
-                                      "--search-budget", "0"});
-    train_output_ = new std::string(trained.output);
-    train_ok_ = trained.exit_code == 0;
+    SharedModel model = shared_demo_intent_model();
+    model_dir_ = new std::string(model.dir);
+    train_output_ = new std::string(model.output);
+    train_ok_ = model.ok;
   }
   static void TearDownTestSuite() {
-    std::filesystem::remove_all(*model_dir_);
     delete model_dir_;
     delete train_output_;
   }
