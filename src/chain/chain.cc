@@ -64,6 +64,12 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
   std::optional<AttemptError> last_error;
   double billed = 0.0;  // what failed attempts cost (a rejected verification is still paid for)
   bool walk_broke = false;  // a stream of this request broke midway: the replacements are held
+  if (request.cache != nullptr && request.cache->read && !plan.steps.empty() && !budget.spent()) {
+    const auto started = Clock::now();
+    if (auto hit = co_await request.cache->cache->lookup(request.cache->query)) {
+      co_return co_await serve_cached(*hit, plan.steps.front().level, request, meta, started);
+    }
+  }
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep step = plan.steps[i];
     bool last_before_resort = true;
@@ -87,6 +93,12 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
       last_error = deadline_error();
       record_hop(meta, std::move(hop), hop_started);
       continue;
+    }
+    if (step.level == Level::last_resort && request.cache != nullptr && request.cache->read) {
+      // Everything before failed: an expired answer to the same question beats the canned reply.
+      if (auto stale = request.cache->cache->stale(request.cache->query)) {
+        co_return co_await serve_cached(*stale, step.level, request, meta, hop_started);
+      }
     }
     const Deadline level_deadline = budget.for_level(step.level, last_before_resort);
     SourceRequest source_request;
@@ -140,6 +152,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
         meta.upstream = answer.upstream;
         meta.cost = answer.cost;
         ChainMetrics::count_answer(to_string(step.level), to_string(*meta.answer_kind));
+        maybe_fill(request, step, answer, outcome, meta);
         out.answer = std::move(answer);
         out.streamed = outcome.committed;
         out.committed = outcome.committed;
@@ -265,8 +278,23 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
     held.clear();
     co_return true;
   };
+  // The answer as it goes out, kept only when the cache may store it.
+  const bool keep_text = request.cache != nullptr && request.cache->write;
+  std::string streamed_text;
+  bool streamed_tool_calls = false;
+  std::string streamed_finish;
   PieceSink sink = [&](const Piece& piece) -> awaitable<bool> {
     state->first_piece = true;
+    if (keep_text) {
+      if (piece.kind == Piece::Kind::text) {
+        streamed_text.append(piece.data);
+      } else {
+        ChunkDelta delta = chunk_delta(piece.data);
+        streamed_text += delta.content;
+        streamed_tool_calls = streamed_tool_calls || delta.tool_calls;
+        if (!delta.finish_reason.empty()) streamed_finish = delta.finish_reason;
+      }
+    }
     if (committed) {
       client_ok = co_await client.send(piece, meta);
       co_return client_ok;
@@ -305,7 +333,117 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
     ChainMetrics::count_stream_failure(committed ? "after_commit" : "before_commit");
     co_return AttemptOutcome{std::move(error), committed, state->first_piece};
   }
-  co_return AttemptOutcome{std::move(result), committed};
+  AttemptOutcome outcome{std::move(result), committed};
+  outcome.streamed_text = std::move(streamed_text);
+  outcome.streamed_tool_calls = streamed_tool_calls;
+  outcome.streamed_finish = std::move(streamed_finish);
+  co_return outcome;
+}
+
+// ---- the cache stage ----
+
+namespace {
+
+// Up to `max_bytes` of `text`, cut on a UTF-8 character boundary.
+std::size_t utf8_cut(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text.size();
+  std::size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return cut == 0 ? max_bytes : cut;
+}
+
+}  // namespace
+
+awaitable<ChainResult> Chain::serve_cached(const cache::CacheHit& hit, Level level, const ChainRequest& request,
+                                           ResponseMeta& meta, Clock::time_point started) {
+  ChainResult out;
+  const cache::CacheEntry& entry = *hit.entry;
+  const bool stale = hit.tier == cache::CacheTier::stale;
+  Answer answer;
+  answer.model = entry.answer.model;
+  answer.finish_reason = entry.answer.finish_reason;
+  answer.usage = {entry.answer.prompt_tokens, entry.answer.completion_tokens};
+  answer.pool = "cache";
+  answer.figures["cache_source"] = entry.answer.source;
+  if (!entry.answer.model_version.empty()) answer.figures["cache_model_version"] = entry.answer.model_version;
+  if (hit.from_shared_tier) answer.figures["cache_tier"] = "redis";
+  meta.cache = cache::to_string(hit.tier);
+  meta.cache_similarity = hit.similarity;
+  meta.cache_entry = cache::to_hex(entry.id);
+  meta.level = static_cast<int>(level);
+  meta.answered_by = std::string(to_string(Source::cache));
+  meta.answer_kind = stale ? AnswerKind::stale : AnswerKind::model;
+  meta.model = entry.answer.model;
+  meta.cost = 0.0;
+  HopRecord hop{level, Source::cache, stale ? "stale" : "ok", 0, {}};
+  record_hop(meta, std::move(hop), started);
+  ChainMetrics::count_answer(stale ? to_string(level) : "cache", to_string(*meta.answer_kind));
+  if (request.stream == nullptr) {
+    answer.content = entry.answer.content;
+    out.answer = std::move(answer);
+    co_return out;
+  }
+  // A stream: the cached text replayed as pieces, as a model would have sent them.
+  StreamOut& client = *request.stream;
+  meta.committed_after_pieces = 0;
+  bool client_ok = co_await client.open(meta);
+  std::string_view rest = entry.answer.content;
+  while (client_ok && !rest.empty()) {
+    const std::size_t cut = utf8_cut(rest, 24);
+    const std::string text(rest.substr(0, cut));
+    Piece piece{Piece::Kind::text, text};
+    client_ok = co_await client.send(piece, meta);
+    rest.remove_prefix(cut);
+  }
+  out.committed = true;
+  if (!client_ok) {
+    AttemptError gone;
+    gone.kind = "cancelled";
+    gone.error_class = ErrorClass::cancelled;
+    out.error = std::move(gone);
+    co_return out;
+  }
+  out.streamed = true;
+  out.answer = std::move(answer);
+  co_return out;
+}
+
+void Chain::maybe_fill(const ChainRequest& request, PlanStep step, const Answer& answer, const AttemptOutcome& outcome,
+                       const ResponseMeta& meta) {
+  if (request.cache == nullptr || !request.cache->write || meta.offline) return;
+  // Only complete model answers: a cloud pool's, or the edge's above its band.
+  const bool from_cloud = is_cloud(step.source);
+  const bool confident_edge = step.source == Source::edge_intent && meta.decision.reason == Reason::high_confidence;
+  if (!from_cloud && !confident_edge) return;
+  cache::CachedAnswer cached;
+  cached.model = answer.model;
+  cached.prompt_tokens = answer.usage.prompt;
+  cached.completion_tokens = answer.usage.completion;
+  cached.source = answer.pool.empty() ? std::string(to_string(step.source)) : answer.pool;
+  cached.model_version = answer.model;
+  if (outcome.committed) {
+    if (outcome.streamed_tool_calls) return;
+    cached.content = outcome.streamed_text;
+    cached.finish_reason = outcome.streamed_finish.empty() ? answer.finish_reason : outcome.streamed_finish;
+  } else if (answer.upstream_body.is_object()) {
+    const nlohmann::json& body = answer.upstream_body;
+    const auto choices = body.find("choices");
+    if (choices == body.end() || !choices->is_array() || choices->size() != 1 || !(*choices)[0].is_object()) return;
+    const nlohmann::json& choice = (*choices)[0];
+    const nlohmann::json message = choice.value("message", nlohmann::json::object());
+    if (!message.is_object() || message.contains("tool_calls") || message.contains("function_call")) return;
+    if (!message.contains("content") || !message["content"].is_string()) return;
+    cached.content = message["content"].get<std::string>();
+    cached.finish_reason = choice.value("finish_reason", nlohmann::json("stop")).is_string()
+                               ? choice.value("finish_reason", std::string("stop"))
+                               : std::string("stop");
+  } else {
+    cached.content = answer.content;
+    cached.finish_reason = answer.finish_reason;
+  }
+  // A cut answer (length, content filter) is not the whole answer.
+  if (cached.finish_reason != "stop" || cached.content.empty()) return;
+  request.cache->cache->fill(request.cache->query, std::move(cached));
 }
 
 }  // namespace hengshi::chain

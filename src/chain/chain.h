@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 
+#include "cache/answer_cache.h"
 #include "chain/answer_source.h"
 #include "chain/attempt.h"
 #include "chain/backoff.h"
@@ -63,8 +64,19 @@ struct ChainResult {
   bool committed = false;             // StreamOut was opened (headers sent)
 };
 
+// The cache as a stage of the walk: a lookup before the plan's first step, a stale entry instead of
+// the canned reply at L4, a fill after a complete model answer. The server decides what this
+// request may do (its PII, Cache-Control, hengshi.cache and task type settings).
+struct CacheStage {
+  cache::AnswerCache* cache = nullptr;
+  cache::CacheQuery query;
+  bool read = false;   // may be answered from the cache (fresh, or stale at L4)
+  bool write = false;  // its answer may be stored
+};
+
 struct ChainRequest {
   const ChatRequest* request = nullptr;
+  CacheStage* cache = nullptr;  // null: the cache is not involved
   const edge::IntentPrediction* prediction = nullptr;
   CancelToken client_gone;
   StreamOut* stream = nullptr;  // null: a JSON answer
@@ -85,6 +97,10 @@ class Chain {
     Result<Answer, AttemptError> result;
     bool committed = false;
     bool broke_midway = false;  // a stream that failed after its first piece
+    // A stream's answer as it went out (kept only when the cache may store it).
+    std::string streamed_text;
+    bool streamed_tool_calls = false;
+    std::string streamed_finish;
   };
   // How an attempt's stream is held back (adaptive mode): `replaceable` — something could replace
   // it if it broke before its commit point; `walk_broke` — an earlier attempt of this request
@@ -97,6 +113,12 @@ class Chain {
                                     bool last_step, HoldContext hold_context, Deadline request_deadline,
                                     const ChainRequest& request, ResponseMeta& meta);
   std::optional<Millis> retry_wait(int retry, std::optional<std::int64_t> retry_after_ms, Millis left);
+  // Answers from a cache hit (fresh before the plan, stale at L4), streamed when asked.
+  awaitable<ChainResult> serve_cached(const cache::CacheHit& hit, Level level, const ChainRequest& request,
+                                      ResponseMeta& meta, Clock::time_point started);
+  // Stores a complete model answer when the request and the source allow it.
+  void maybe_fill(const ChainRequest& request, PlanStep step, const Answer& answer, const AttemptOutcome& outcome,
+                  const ResponseMeta& meta);
 
   const ChainConfig& config_;
   ChainHooks hooks_;

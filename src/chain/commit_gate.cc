@@ -26,6 +26,25 @@ bool CommitGate::add_text(std::string_view text) {
   return reached_;
 }
 
+ChunkDelta chunk_delta(std::string_view chunk_json) {
+  ChunkDelta out;
+  const auto chunk = nlohmann::json::parse(chunk_json, nullptr, /*allow_exceptions=*/false);
+  if (!chunk.is_object()) return out;
+  const auto choices = chunk.find("choices");
+  if (choices == chunk.end() || !choices->is_array() || choices->empty() || !(*choices)[0].is_object()) return out;
+  const auto& choice = (*choices)[0];
+  if (auto finish = choice.find("finish_reason"); finish != choice.end() && finish->is_string()) {
+    out.finish_reason = finish->get<std::string>();
+  }
+  const auto delta = choice.find("delta");
+  if (delta == choice.end() || !delta->is_object()) return out;
+  if (auto content = delta->find("content"); content != delta->end() && content->is_string()) {
+    out.content = content->get<std::string>();
+  }
+  out.tool_calls = delta->contains("tool_calls") || delta->contains("function_call");
+  return out;
+}
+
 std::string chunk_content(std::string_view chunk_json) {
   const auto chunk = nlohmann::json::parse(chunk_json, nullptr, /*allow_exceptions=*/false);
   if (!chunk.is_object()) return {};

@@ -35,4 +35,12 @@ bool ends_a_sentence(std::string_view text);
 // there is none or the JSON does not parse.
 std::string chunk_content(std::string_view chunk_json);
 
+// What one chunk adds to the answer: its text, whether it carries tool calls, its finish reason.
+struct ChunkDelta {
+  std::string content;
+  bool tool_calls = false;
+  std::string finish_reason;  // "" until the last chunk
+};
+ChunkDelta chunk_delta(std::string_view chunk_json);
+
 }  // namespace hengshi::chain

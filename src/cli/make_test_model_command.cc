@@ -18,6 +18,7 @@ struct MakeTestModelArgs {
   int layers = 2;
   int embedding = 64;
   std::uint64_t seed = 42;
+  std::string pooling;  // "", mean, cls, last
 };
 
 int run_make_test_model(const MakeTestModelArgs& args) {
@@ -27,6 +28,7 @@ int run_make_test_model(const MakeTestModelArgs& args) {
   options.layers = args.layers;
   options.embedding = args.embedding;
   options.seed = args.seed;
+  if (!args.pooling.empty()) options.pooling = args.pooling == "mean" ? 1 : args.pooling == "cls" ? 2 : 3;
   std::string vocab = args.vocab;
   if (vocab.empty()) vocab = edge::default_vocab_dir() + "/ggml-vocab-qwen2.gguf";
   if (auto made = edge::make_test_model(vocab, args.out, options); !made) {
@@ -57,6 +59,9 @@ void add_make_test_model_command(CLI::App& app, int& exit_code) {
   command->add_option("--layers", args->layers, "transformer blocks")->check(CLI::Range(1, 64));
   command->add_option("--embedding", args->embedding, "n_embd")->check(CLI::Range(16, 4096));
   command->add_option("--seed", args->seed, "weight seed");
+  command->add_option("--pooling", args->pooling,
+                      "write a pooling type, as an embedding model has (cache.embedder: llama)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
   command->callback([args, &exit_code] { exit_code = run_make_test_model(*args); });
 }
 

@@ -20,9 +20,16 @@
 #include "cloud/cloud_pool.h"
 #include "cloud/response_budget.h"
 #include "cloud/tls_context.h"
+#include "cache/answer_cache.h"
+#include "cache/ngram_embedder.h"
+#include "cache/redis_tier.h"
 #include "core/asio.h"
 #include "core/config.h"
 #include "edge/edge_engines.h"
+#include "edge/intent_embedder.h"
+#ifdef HENGSHI_HAVE_LLAMA
+#include "edge/llm_embedder.h"
+#endif
 #include "obs/request_log.h"
 #include "router/router.h"
 #include "server/gateway_access.h"
@@ -31,6 +38,39 @@
 
 namespace hengshi::cli {
 namespace {
+
+// The answer cache of the config (null when cache.enabled is false), with its embedder: the
+// character n-gram one, the intent model's fastText vectors, or a GGUF embedding model.
+Result<std::unique_ptr<cache::AnswerCache>> make_answer_cache(const CacheConfig& config,
+                                                             const edge::EdgeEngines& edge) {
+  if (!config.enabled) return std::unique_ptr<cache::AnswerCache>();
+  auto normalizer = std::make_shared<edge::TextNormalizer>();
+  cache::TextForms forms;
+  forms.normalize = [normalizer](std::string_view text) { return normalizer->normalize(text); };
+  forms.canonical = [normalizer](std::string_view text) { return normalizer->to_model_input(text); };
+  std::shared_ptr<const Embedder> embedder;
+  if (config.embedder == "ngram") {
+    embedder = std::make_shared<cache::NgramEmbedder>(config.ngram_dim, forms.normalize);
+  } else if (config.embedder == "fasttext") {
+    if (!edge.intent) return Error{"config_invalid", "cache.embedder fasttext needs edge.intent_model"};
+    embedder = std::make_shared<edge::IntentEmbedder>(*edge.intent);
+  } else {
+#ifdef HENGSHI_HAVE_LLAMA
+    auto loaded = edge::LlmEmbedder::load(config.embedding_model);
+    if (!loaded) return Error{loaded.error().code, "cache.embedding_model: " + loaded.error().message};
+    embedder = std::shared_ptr<const Embedder>(std::move(*loaded));
+#else
+    return Error{"config_invalid", "cache.embedder llama needs a build with llama.cpp (scripts/fetch-llama)"};
+#endif
+  }
+  std::unique_ptr<cache::RedisTier> redis;
+  if (!config.redis.host.empty()) redis = std::make_unique<cache::RedisTier>(config.redis);
+  spdlog::info("answer cache: exact{} ({}), hot {} / cold {} entries{}", config.semantic ? " + semantic" : "",
+               embedder->name(), config.hot.max_entries, config.cold.max_entries,
+               config.redis.host.empty() ? "" : ", Redis " + config.redis.host + ":" + std::to_string(config.redis.port));
+  return std::make_unique<cache::AnswerCache>(config, std::move(embedder), std::move(forms), std::move(redis));
+}
+
 
 // Many idle keep-alive clients need many descriptors: use the hard limit the system allows.
 void raise_open_files_limit() {
@@ -201,11 +241,23 @@ int run_serve(const ServeOptions& options) {
   } else if (!edge->intent && !edge->llm) {
     offline.set_edge_available(false, "no edge engine configured");
   }
+  // The answer cache: a bad embedding model refuses to start, like any configured engine.
+  auto answer_cache = make_answer_cache(config.cache, *edge);
+  if (!answer_cache) {
+    spdlog::error("refusing to start: {}: {}", config.source, answer_cache.error().message);
+    return 2;
+  }
   server::GatewayHandler handler(config, pools_by_name, *edge, **router, **request_log);
   server::HttpServer http_server(io, config.server, handler);
   handler.attach(&http_server);
   handler.use_keys((*access)->keys());
   handler.use_offline_mode(&offline);
+  handler.use_cache(answer_cache->get());
+  if (*answer_cache && (*answer_cache)->redis() != nullptr) {
+    handler.use_fleet_limits(&(*answer_cache)->redis()->client(), config.cache.redis.fleet_size);
+  }
+  (*access)->use_cache(answer_cache->get());
+  if (*answer_cache) (*answer_cache)->start();
   auto endpoint = http_server.start();
   if (!endpoint) {
     spdlog::error("refusing to start: {}", endpoint.error().message);

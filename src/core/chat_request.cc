@@ -71,6 +71,9 @@ Result<HengshiExtension, ApiError> parse_extension(const json& ext) {
       auto deadline = check_deadline_ms(value.get<std::int64_t>(), param);
       if (!deadline) return deadline.error();
       out.deadline_ms = *deadline;
+    } else if (key == "cache") {
+      if (!value.is_boolean()) return bad("invalid_type", param + " must be a boolean", param);
+      out.cache = value.get<bool>();
     } else if (key == "commit") {
       const auto mode = value.is_string() ? commit_mode_from_string(value.get_ref<const std::string&>())
                                           : std::nullopt;

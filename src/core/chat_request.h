@@ -31,6 +31,7 @@ struct HengshiExtension {
   std::vector<std::string> tags;
   std::string pii_policy;
   std::optional<CommitMode> commit;  // a stream's hold-back (chain.commit.mode) for this request
+  std::optional<bool> cache;         // false: neither served from nor stored in the cache
 };
 
 // Bounds on what a caller may send (400 above them, naming the limit).

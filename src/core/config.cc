@@ -7,6 +7,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/cache_config_yaml.h"
 #include "core/chat_request.h"
 #include "core/url.h"
 #include "core/yaml_fields.h"
@@ -246,8 +247,9 @@ void check_chain(const ChainConfig& c) {
 
 void apply(const YAML::Node& root, Config& config) {
   if (!root || root.IsNull()) return;  // an empty file means all defaults
-  reject_unknown(root, "", {"server", "routing", "pools", "log", "edge", "cloud", "chain"});
+  reject_unknown(root, "", {"server", "routing", "pools", "log", "edge", "cloud", "chain", "cache"});
   if (const YAML::Node chain = root["chain"]) parse_chain(chain, config.chain);
+  if (const YAML::Node cache = root["cache"]) parse_cache(cache, config.cache);
   if (const YAML::Node edge = root["edge"]) {
     reject_unknown(edge, "edge", {"intent_model", "required", "llm"});
     read(edge, "edge", "intent_model", config.edge.intent_model);
@@ -418,6 +420,7 @@ Status validate_config(const Config& config) {
     }
     positive(config.cloud.max_in_flight_response_bytes, "cloud.max_in_flight_response_bytes");
     check_chain(config.chain);
+    check_cache(config.cache);
     if (!config.routing.complexity_model.empty() &&
         config.routing.complexity_model.find_first_not_of(" \t") == std::string::npos) {
       throw FieldError{"routing.complexity_model", "is blank (omit it for the hand-written score)"};

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cache_config.h"
 #include "core/chain_config.h"
 #include "core/result.h"
 
@@ -138,6 +139,7 @@ struct Config {
   RoutingConfig routing;
   EdgeConfig edge;
   ChainConfig chain;
+  CacheConfig cache;
   std::vector<PoolConfig> pools;
 
   const PoolConfig* find_pool(const std::string& name) const;

@@ -90,6 +90,7 @@ std::string_view to_string(Source source) {
     case Source::human_handoff: return "human_handoff";
     case Source::safe_reply: return "safe_reply";
     case Source::last_resort_reply: return "last_resort_reply";
+    case Source::cache: return "cache";
   }
   return "last_resort_reply";
 }
@@ -108,6 +109,7 @@ std::string_view to_string(AnswerKind kind) {
     case AnswerKind::model: return "model";
     case AnswerKind::canned: return "canned";
     case AnswerKind::handoff: return "handoff";
+    case AnswerKind::stale: return "stale";
   }
   return "model";
 }

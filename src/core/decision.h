@@ -63,12 +63,14 @@ enum class Source {
   human_handoff,         // policy.human_message
   safe_reply,            // policy.pii_safe_message: PII that may not leave and no edge answer
   last_resort_reply,     // chain.last_resort.message: everything before it failed
+  cache,                 // a cached answer (src/cache/): never a plan step, a stage before the plan
 };
 
 // Who an answer really comes from: a model (edge or cloud), or the gateway itself — a canned
 // reply (the last resort, the PII safe reply) or a human hand-off. A 200 is not an answer:
 // metrics, logs and benchmarks count model answers apart from the gateway's own.
-enum class AnswerKind { model, canned, handoff };
+// A stale cache entry (served at L4 instead of the canned reply) is a model's old answer: degraded.
+enum class AnswerKind { model, canned, handoff, stale };
 AnswerKind answer_kind(Source source);
 std::string_view to_string(AnswerKind kind);
 

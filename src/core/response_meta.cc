@@ -52,6 +52,8 @@ json ResponseMeta::to_json(bool with_figures) const {
   };
   if (!key.empty()) out["key"] = key;
   if (committed_after_pieces) out["committed_after_pieces"] = *committed_after_pieces;
+  if (cache_similarity) out["cache_similarity"] = *cache_similarity;
+  if (!cache_entry.empty()) out["cache_entry"] = cache_entry;
   if (decision.edge_engine != EdgeEngine::none) out["edge_engine"] = to_string(decision.edge_engine);
   if (with_figures) {
     // The path in detail (every level and attempt, with member names) is the operator's view,

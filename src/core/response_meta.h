@@ -40,7 +40,9 @@ struct ResponseMeta {
   std::optional<AnswerKind> answer_kind;  // model | canned | handoff; none without an answer
   // Streams: content pieces held back before the client saw the first (0 = none were held).
   std::optional<int> committed_after_pieces;
-  std::string cache = "miss";    // miss | exact | semantic
+  std::string cache = "miss";    // miss | exact | semantic | stale | off (not considered)
+  std::optional<double> cache_similarity;  // a cache hit's cosine (1 for exact)
+  std::string cache_entry;                 // a cache hit's entry id (hex)
   int attempts = 0;              // upstream/edge attempts made, over every level
   bool offline = false;          // answered in offline mode (edge only)
   std::vector<HopRecord> hops;   // the levels walked, in order

@@ -175,4 +175,13 @@ bool answerable(const IntentPrediction& prediction, double min_confidence) {
          !prediction.answer.empty() && prediction.confidence >= min_confidence;
 }
 
+std::vector<float> IntentEngine::sentence_vector(std::string_view text) const {
+  thread_local std::vector<double> logits;
+  std::vector<float> vector;
+  model_->logits(normalizer_.to_model_input(text), logits, vector);
+  return vector;
+}
+
+int IntentEngine::dim() const { return model_->dim(); }
+
 }  // namespace hengshi::edge

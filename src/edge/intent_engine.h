@@ -58,6 +58,9 @@ class IntentEngine {
   // nullopt without an out-of-scope score or for text without usable tokens.
   std::optional<OosFeatures> oos_features(std::string_view text) const;
   const std::filesystem::path& dir() const { return dir_; }
+  // The fastText sentence vector of `text` (normalised as the model was trained; model dim floats).
+  std::vector<float> sentence_vector(std::string_view text) const;
+  int dim() const;
 
  private:
   IntentEngine() = default;

@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "edge/llm_runtime.h"
 #include "edge/llm_sampling.h"
 #include "obs/metrics.h"
 
@@ -50,62 +51,6 @@ struct LlmMetrics {
     };
     return metrics;
   }
-};
-
-// ---- llama.cpp logging: to spdlog, and captured while loading so errors can name the cause ----
-
-thread_local std::string* t_log_capture = nullptr;
-thread_local ggml_log_level t_last_level = GGML_LOG_LEVEL_INFO;
-
-void route_llama_log(ggml_log_level level, const char* text, void* /*user_data*/) {
-  if (level == GGML_LOG_LEVEL_CONT) {
-    level = t_last_level;
-  } else {
-    t_last_level = level;
-  }
-  std::string_view message(text);
-  while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) {
-    message.remove_suffix(1);
-  }
-  if (message.empty()) return;
-  if (t_log_capture != nullptr && level == GGML_LOG_LEVEL_ERROR) {
-    if (!t_log_capture->empty()) t_log_capture->append("; ");
-    t_log_capture->append(message);
-    spdlog::debug("llama.cpp: {}", message);  // the caller reports it as an error value
-    return;
-  }
-  switch (level) {
-    case GGML_LOG_LEVEL_ERROR:
-      spdlog::warn("llama.cpp: {}", message);
-      break;
-    case GGML_LOG_LEVEL_WARN:
-      spdlog::debug("llama.cpp: {}", message);
-      break;
-    default:
-      spdlog::trace("llama.cpp: {}", message);
-      break;
-  }
-}
-
-void init_llama_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llama_log_set(route_llama_log, nullptr);
-    llama_backend_init();
-  });
-}
-
-// Captures llama.cpp error lines on this thread while alive.
-class LogCapture {
- public:
-  LogCapture() { t_log_capture = &text_; }
-  ~LogCapture() { t_log_capture = nullptr; }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  const std::string& text() const { return text_; }
-
- private:
-  std::string text_;
 };
 
 // ---- sampling ----
@@ -594,7 +539,7 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
   // Read the header first: a clear "not a GGUF" beats a loader stack of messages.
   std::string architecture;
   {
-    LogCapture capture;
+    LlamaLogCapture capture;
     gguf_context* header = gguf_init_from_file(path.c_str(), {/*no_alloc=*/true, nullptr});
     if (header == nullptr) {
       return Error{"model_corrupt", "edge LLM model " + path +
@@ -615,7 +560,7 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   {
-    LogCapture capture;
+    LlamaLogCapture capture;
     llama_model_params params = llama_model_default_params();
     params.n_gpu_layers = 0;
     impl->model = llama_model_load_from_file(path.c_str(), params);
@@ -677,7 +622,7 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
     params.no_perf = true;
     params.abort_callback = &Impl::abort_check;
     params.abort_callback_data = worker.get();
-    LogCapture capture;
+    LlamaLogCapture capture;
     worker->context = llama_init_from_model(impl->model, params);
     if (worker->context == nullptr) {
       return Error{"context_failed", "cannot create a llama context for " + path + " (" +

@@ -148,6 +148,7 @@ Status make_test_model(const std::string& vocab_path, const std::string& out_pat
   gguf_set_val_f32(out.get(), key("rope.freq_base").c_str(),
                    arch == "qwen2" ? 1000000.0f : 10000.0f);
   gguf_set_val_f32(out.get(), key("attention.layer_norm_rms_epsilon").c_str(), 1e-6f);
+  if (options.pooling >= 0) gguf_set_val_u32(out.get(), key("pooling_type").c_str(), static_cast<std::uint32_t>(options.pooling));
 
   // Tensors: one ggml context holding every weight, filled from the seeded source.
   const auto specs = tensor_specs(options, vocab_size);

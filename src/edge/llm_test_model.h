@@ -29,6 +29,9 @@ struct TestModelOptions {
   // Keep the vocabulary's chat template, or write a ChatML one when it has none; false removes
   // any template so the engine's fallback is exercised.
   bool chat_template = true;
+  // Written as <arch>.pooling_type when >= 0 (1 mean, 2 cls, 3 last): an embedding model, as a
+  // GGUF conversion of bge / e5 says how its sentence vector is pooled. -1 = not written.
+  int pooling = -1;
 };
 
 // Reads the tokenizer from `vocab_path` and writes the model to `out_path` (via a temporary file

@@ -101,7 +101,9 @@ awaitable<void> AdminHandler::handle(HttpExchange& exchange) {
   } else {
     co_await dispatch(exchange, path);
   }
-  const std::string route = path == "/metrics" || path == "/admin/reload" ? path : "admin_unknown";
+  const bool known = path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||
+                     path == "/admin/cache/invalidate" || path == "/admin/cache/stats";
+  const std::string route = known ? path : "admin_unknown";
   ServerMetrics::count_request(route, std::string(request.method_string()), exchange.status());
 }
 
@@ -114,7 +116,15 @@ awaitable<void> AdminHandler::dispatch(HttpExchange& exchange, const std::string
     co_await exchange.send(std::move(response));
   } else if (path == "/admin/reload" && method == http::verb::post) {
     co_await reload(exchange);
-  } else if (path == "/metrics" || path == "/admin/reload") {
+  } else if (path == "/admin/cache/invalidate" && method == http::verb::post) {
+    co_await invalidate_cache(exchange);
+  } else if ((path == "/admin/cache/stats" || path == "/admin/stats") && method == http::verb::get) {
+    nlohmann::json stats = cache_ ? cache_->stats() : nlohmann::json({{"enabled", false}});
+    if (path == "/admin/stats") stats = {{"cache", stats}};
+    std::string body = dump_text(stats);
+    co_await exchange.send_json(http::status::ok, std::move(body));
+  } else if (path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||
+             path == "/admin/cache/invalidate" || path == "/admin/cache/stats") {
     std::string body = ApiError::method_not_allowed("wrong method for " + path).body();
     co_await exchange.send_json(http::status::method_not_allowed, std::move(body));
   } else {
@@ -154,6 +164,57 @@ awaitable<void> AdminHandler::reload(HttpExchange& exchange) {
   error.status = 422;
   std::string text = error.body();
   co_await exchange.send_json(http::status::unprocessable_entity, std::move(text));
+}
+
+awaitable<void> AdminHandler::invalidate_cache(HttpExchange& exchange) {
+  auto refuse = [](std::string code, std::string message) {
+    ApiError error = ApiError::invalid_request(std::move(code), std::move(message));
+    return error.body();
+  };
+  if (cache_ == nullptr) {
+    ApiError error = ApiError::not_found("the answer cache is off (cache.enabled)");
+    error.code = "cache_disabled";
+    std::string body = error.body();
+    co_await exchange.send_json(http::status::not_found, std::move(body));
+    co_return;
+  }
+  const nlohmann::json request = nlohmann::json::parse(exchange.request().body(), nullptr, false);
+  std::string problem;
+  std::vector<std::string> tags;
+  bool all = false;
+  if (!request.is_object()) {
+    problem = "the body must be a JSON object: {\"tags\": [...]} or {\"all\": true}";
+  } else if (request.contains("all")) {
+    if (!request["all"].is_boolean() || !request["all"].get<bool>() || request.contains("tags")) {
+      problem = "\"all\" must be true, alone";
+    }
+    all = problem.empty();
+  } else if (!request.contains("tags") || !request["tags"].is_array() || request["tags"].empty() ||
+             request["tags"].size() > 1000) {
+    problem = "\"tags\" must be a list of 1 to 1000 tags";
+  } else {
+    for (const auto& tag : request["tags"]) {
+      if (!tag.is_string() || tag.get_ref<const std::string&>().empty()) {
+        problem = "every tag must be a non-empty string";
+        break;
+      }
+      tags.push_back(tag.get<std::string>());
+    }
+  }
+  if (!problem.empty()) {
+    std::string body = refuse("invalid_value", problem);
+    co_await exchange.send_json(http::status::bad_request, std::move(body));
+    co_return;
+  }
+  const std::size_t removed = all ? cache_->invalidate_all() : cache_->invalidate(tags);
+  nlohmann::json body = {{"removed", removed}};
+  if (all) {
+    body["all"] = true;
+  } else {
+    body["tags"] = tags;
+  }
+  std::string text = dump_text(body);
+  co_await exchange.send_json(http::status::ok, std::move(text));
 }
 
 }  // namespace hengshi::server

@@ -1,6 +1,8 @@
 // AdminHandler: the admin surface on its own listener (server.admin_listen, loopback by default),
-// apart from the public port, after Envoy's admin interface: GET /metrics (Prometheus) and
-// POST /admin/reload (routing policy and client keys).
+// apart from the public port, after Envoy's admin interface: GET /metrics (Prometheus),
+// POST /admin/reload (routing policy and client keys), GET /admin/stats, and the answer cache's
+// POST /admin/cache/invalidate ({"tags": [...]} or {"all": true} → {"removed": n}) and
+// GET /admin/cache/stats.
 //
 // Every request is checked before it is dispatched:
 //   - Host (port ignored) must be in server.admin_allowed_hosts, and an Origin header, when
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/answer_cache.h"
 #include "router/router.h"
 #include "server/http_server.h"
 #include "server/key_store.h"
@@ -30,15 +33,19 @@ class AdminHandler : public RequestHandler {
 
   awaitable<void> handle(HttpExchange& exchange) override;
   void on_protocol_error(int status) override;
+  // The answer cache the cache routes act on (null: they answer 404 cache_disabled).
+  void use_cache(cache::AnswerCache* cache) { cache_ = cache; }
 
  private:
   awaitable<void> dispatch(HttpExchange& exchange, const std::string& path);
   awaitable<void> reload(HttpExchange& exchange);
+  awaitable<void> invalidate_cache(HttpExchange& exchange);
 
   std::vector<std::string> allowed_hosts_;
   std::string token_;
   router::Router& router_;
   KeyStore* keys_;
+  cache::AnswerCache* cache_ = nullptr;
 };
 
 // The host part of a Host header or an Origin ("http://h:1" → "h", "[::1]:8081" → "[::1]"),

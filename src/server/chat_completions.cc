@@ -7,6 +7,7 @@
 
 #include "core/json_text.h"
 #include "server/auth_metrics.h"
+#include "server/cache_control.h"
 #include "server/key_errors.h"
 #include "server/key_store.h"
 #include "server/server_metrics.h"
@@ -270,6 +271,7 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
       case Source::human_handoff: return &canned.human;
       case Source::safe_reply: return &canned.safe;
       case Source::last_resort_reply: return &canned.last_resort;
+      case Source::cache: return nullptr;  // the chain's own stage, never looked up
     }
     return nullptr;
   };
@@ -283,9 +285,12 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
     co_return;
   }
 
+  chain::CacheStage cache_stage;
+  prepare_cache(exchange, request, meta, cache_stage);
   ResponseWriter writer(exchange, request, config_.server.expose_figures);
   chain::ChainRequest chain_request;
   chain_request.request = &request;
+  chain_request.cache = cache_stage.cache != nullptr ? &cache_stage : nullptr;
   chain_request.prediction = prediction;
   chain_request.client_gone = exchange.client_gone();
   chain_request.stream = request.stream ? &writer : nullptr;
@@ -364,6 +369,39 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
   }
 }
 
+void ChatCompletions::prepare_cache(const HttpExchange& exchange, const ChatRequest& request, ResponseMeta& meta,
+                                    chain::CacheStage& stage) {
+  if (cache_ == nullptr) {
+    meta.cache = "off";  // cache.enabled: false
+    return;
+  }
+  auto skip = [&](std::string_view reason) {
+    cache_->skipped(reason);
+    meta.cache = "off";
+    meta.decision.figures["cache_skipped"] = std::string(reason);
+  };
+  const auto& task_type = request.hengshi.task_type;
+  if (!config_.cache.enabled_for(task_type)) return skip("task_type");
+  if (request.hengshi.cache == false) return skip("request");
+  const RequestCacheControl control = parse_cache_control(to_std(exchange.request()[http::field::cache_control]));
+  if (control.no_store) return skip("no-store");
+  // PII never enters the cache, nor does what could not be checked for it; a hand-off is a person.
+  const Reason reason = meta.decision.reason;
+  if (reason == Reason::pii_pin || reason == Reason::pii_uncheckable || reason == Reason::non_text_refused ||
+      reason == Reason::sensitive_signal) {
+    return skip("pii_or_sensitive");
+  }
+  if (auto why = cache::uncacheable(request)) return skip(*why);
+  const ClientKey* key = exchange.client_key().get();
+  const cache::ScopeParts scope{to_string(meta.decision.route), request.model, task_type,
+                                key ? std::string_view(key->cache_scope) : std::string_view("shared")};
+  stage.cache = cache_;
+  stage.query = cache_->query(request, scope, meta.decision.intent);
+  stage.read = !control.no_cache;
+  stage.write = true;
+  if (control.no_cache) meta.decision.figures["cache_skipped"] = "no-cache";
+}
+
 void ChatCompletions::log_request(const HttpExchange& exchange, const ChatRequest& request,
                                   const ResponseMeta& meta, const std::string& outcome,
                                   const chain::TokenCounts& usage, std::int64_t ttft_us) {
@@ -392,7 +430,11 @@ void ChatCompletions::charge_key(const HttpExchange& exchange, const ResponseMet
   if (key == nullptr || key_limits_ == nullptr) return;
   const std::int64_t tokens = usage.prompt + usage.completion;
   const double cost = meta.cost.value_or(0.0);
-  key_limits_->charge(*key, tokens, cost, LimitClock::now());
+  if (fleet_limits_ != nullptr) {
+    fleet_limits_->charge(*key, tokens, cost);
+  } else {
+    key_limits_->charge(*key, tokens, cost, LimitClock::now());
+  }
   AuthMetrics::charge(key->name, static_cast<long>(tokens), cost);
 }
 

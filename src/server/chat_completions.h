@@ -22,6 +22,7 @@
 #include "obs/request_log.h"
 #include "router/router.h"
 #include "server/http_exchange.h"
+#include "server/fleet_limits.h"
 #include "server/rate_limiter.h"
 
 namespace hengshi::server {
@@ -36,8 +37,11 @@ class ChatCompletions {
   // Client keys on: the exchange's key is checked for the model and pool, its session ids are
   // scoped by key name, and each answer's tokens and cost are charged to `limits`.
   void use_key_limits(KeyLimits* limits) { key_limits_ = limits; }
+  void use_fleet_limits(FleetLimits* limits) { fleet_limits_ = limits; }
   // Offline mode (chain/offline_mode.h): read for every plan, fed by every cloud attempt. Null = off.
   void use_offline_mode(chain::OfflineMode* offline) { offline_ = offline; }
+  // The answer cache (src/cache/); null = none. Must outlive the handler.
+  void use_cache(cache::AnswerCache* cache) { cache_ = cache; }
   // Shutdown: new shadow inferences become no-ops and those in flight are cancelled, so they
   // never keep the io_context (and the drain) waiting.
   void stop_shadows();
@@ -49,6 +53,9 @@ class ChatCompletions {
                         const router::RouterPolicy& policy, const Budget& budget,
                         const edge::IntentPrediction* prediction);
   awaitable<void> send_error(HttpExchange& exchange, const ApiError& error, const ResponseMeta* meta);
+  // What the cache may do for this request (read, write, neither) and its query.
+  void prepare_cache(const HttpExchange& exchange, const ChatRequest& request, ResponseMeta& meta,
+                     chain::CacheStage& stage);
   void log_request(const HttpExchange& exchange, const ChatRequest& request, const ResponseMeta& meta,
                    const std::string& outcome, const chain::TokenCounts& usage, std::int64_t ttft_us);
   // Charges the request's key (if any) with its tokens and cost; called from log_request, the
@@ -62,7 +69,9 @@ class ChatCompletions {
   obs::RequestLog& log_;
   std::vector<std::string> pool_names_;
   KeyLimits* key_limits_ = nullptr;
+  FleetLimits* fleet_limits_ = nullptr;  // when set, it counts instead of key_limits_
   chain::OfflineMode* offline_ = nullptr;
+  cache::AnswerCache* cache_ = nullptr;
   // Sources that live as long as the gateway (the canned ones are per request).
   std::unique_ptr<chain::EdgeIntentSource> edge_intent_;
   std::unique_ptr<chain::EdgeIntentSource> edge_intent_verified_;

@@ -34,6 +34,8 @@ class GatewayAccess {
 
   // Binds the admin listener; nullopt when server.admin_listen is "".
   Result<std::optional<tcp::endpoint>> start_admin(asio::io_context& io);
+  // The answer cache the admin routes act on (before start_admin; null = none).
+  void use_cache(cache::AnswerCache* cache) { cache_ = cache; }
   // Stops the admin listener (on SIGTERM, with the public one).
   void stop();
 
@@ -50,6 +52,7 @@ class GatewayAccess {
   std::string admin_token_;
   std::unique_ptr<KeyStore> keys_;
   std::unique_ptr<AdminHandler> admin_handler_;
+  cache::AnswerCache* cache_ = nullptr;
   std::unique_ptr<HttpServer> admin_server_;
 };
 

@@ -50,6 +50,16 @@ void GatewayHandler::use_keys(const KeyStore* keys) {
   chat_->use_key_limits(keys ? &limits_ : nullptr);
 }
 
+void GatewayHandler::use_cache(cache::AnswerCache* cache) {
+  cache_ = cache;
+  chat_->use_cache(cache);
+}
+
+void GatewayHandler::use_fleet_limits(cache::RedisClient* redis, int fleet_size) {
+  fleet_limits_ = redis ? std::make_unique<FleetLimits>(*redis, fleet_size) : nullptr;
+  chat_->use_fleet_limits(fleet_limits_.get());
+}
+
 void GatewayHandler::use_offline_mode(chain::OfflineMode* offline) {
   offline_ = offline;
   chat_->use_offline_mode(offline);
@@ -78,7 +88,13 @@ awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::
   }
   AuthMetrics::count_request(key->name);
   if (route == "/v1/chat/completions" && exchange.request().method() == http::verb::post) {
-    Admission admission = limits_.admit(*key, LimitClock::now());
+    // No co_await inside a conditional expression: g++ 12 miscompiles it.
+    Admission admission;
+    if (fleet_limits_) {
+      admission = co_await fleet_limits_->admit(*key);
+    } else {
+      admission = limits_.admit(*key, LimitClock::now());
+    }
     if (!admission.allowed) {
       AuthMetrics::count_rate_limited(key->name, admission.limit);
       ApiError error = admission.limit == "budget"
@@ -152,6 +168,12 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
     bool ready = server_ == nullptr || !server_->draining();
     nlohmann::json status = {{"status", ready ? "ready" : "draining"}};
     if (offline_ != nullptr) status["chain"] = offline_->to_json();
+    if (cache_ != nullptr) {
+      // A down shared tier degrades the cache to this instance; the gateway still answers.
+      const auto shared = cache_->shared_tier_up();
+      status["cache"] = {{"enabled", true},
+                         {"redis", shared ? nlohmann::json(*shared ? "up" : "down") : nlohmann::json("off")}};
+    }
     std::string body = status.dump();
     co_await exchange.send_json(ready ? http::status::ok : http::status::service_unavailable, std::move(body));
   } else if (route == "/v1/models") {

@@ -13,12 +13,14 @@
 #include <memory>
 #include <string>
 
+#include "cache/answer_cache.h"
 #include "chain/offline_mode.h"
 #include "cloud/cloud_pool.h"
 #include "core/config.h"
 #include "edge/edge_engines.h"
 #include "obs/request_log.h"
 #include "router/router.h"
+#include "server/fleet_limits.h"
 #include "server/http_server.h"
 #include "server/key_store.h"
 #include "server/rate_limiter.h"
@@ -41,6 +43,11 @@ class GatewayHandler : public RequestHandler {
   void use_keys(const KeyStore* keys);
   // Offline mode (chain/offline_mode.h): plans follow it, /readyz shows it. Null = off.
   void use_offline_mode(chain::OfflineMode* offline);
+  // The answer cache (src/cache/): chat completions read and fill it, /readyz shows its shared
+  // tier. Null = off.
+  void use_cache(cache::AnswerCache* cache);
+  // Key limits across a fleet through the cache's Redis (cache.redis); without, per instance.
+  void use_fleet_limits(cache::RedisClient* redis, int fleet_size);
   // Shutdown: stops the work the gateway does after its answers (shadow inference), so it
   // never keeps the io_context waiting. Call before draining.
   void stop_background();
@@ -60,6 +67,8 @@ class GatewayHandler : public RequestHandler {
   const HttpServer* server_ = nullptr;
   const KeyStore* keys_ = nullptr;
   chain::OfflineMode* offline_ = nullptr;
+  cache::AnswerCache* cache_ = nullptr;
+  std::unique_ptr<FleetLimits> fleet_limits_;
   KeyLimits limits_;
   std::unique_ptr<ChatCompletions> chat_;
 };

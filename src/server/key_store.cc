@@ -41,7 +41,7 @@ std::optional<Sha256> from_hex(const std::string& text) {
 }
 
 ClientKey parse_key(const YAML::Node& node, const std::string& path) {
-  reject_unknown(node, path, {"name", "sha256", "models", "pools", "rpm", "tpm", "budget", "key"});
+  reject_unknown(node, path, {"name", "sha256", "models", "pools", "rpm", "tpm", "budget", "cache_scope", "key"});
   if (node["key"]) {
     throw FieldError{
         join(path, "key"),
@@ -72,6 +72,8 @@ ClientKey parse_key(const YAML::Node& node, const std::string& path) {
     throw FieldError{join(path, "rpm"), "must be > 0"};
   if (key.tpm < 0 || (node["tpm"] && key.tpm == 0))
     throw FieldError{join(path, "tpm"), "must be > 0"};
+  read(node, path, "cache_scope", key.cache_scope);
+  if (key.cache_scope.empty()) throw FieldError{join(path, "cache_scope"), "must not be empty (default: shared)"};
   if (node["budget"]) {
     double budget = 0;
     read(node, path, "budget", budget);

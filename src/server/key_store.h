@@ -10,6 +10,7 @@
 //       rpm: 600                      # optional
 //       tpm: 100000                   # optional
 //       budget: 25.0                  # optional, configured price units
+//       cache_scope: team-a           # optional; keys with another scope never share cached answers
 //
 // Reload (SIGHUP, POST /admin/reload, a stable file change): the new set is parsed and validated
 // off to the side, then swapped in atomically; a bad file keeps the running keys and logs why.
@@ -49,6 +50,7 @@ struct ClientKey {
   std::int64_t rpm = 0;             // requests per minute; 0 = unlimited
   std::int64_t tpm = 0;             // tokens per minute; 0 = unlimited
   std::optional<double> budget;     // spend allowed, in the configured price unit
+  std::string cache_scope = "shared";  // answers are cached and reused only within one scope
 
   bool allows_model(const std::string& model) const;
   bool allows_pool(const std::string& pool) const;

@@ -18,7 +18,11 @@ void set_meta_headers(Message& message, const ResponseMeta& meta) {
   message.set("X-Hengshi-Cache", meta.cache);
   if (meta.offline) message.set("X-Hengshi-Offline", "true");
   // The gateway's own answer after every model failed: served, but degraded.
-  if (meta.level == static_cast<int>(Level::last_resort)) message.set("X-Hengshi-Degraded", "last_resort");
+  if (meta.cache == "stale") {
+    message.set("X-Hengshi-Degraded", "stale_cache");
+  } else if (meta.level == static_cast<int>(Level::last_resort)) {
+    message.set("X-Hengshi-Degraded", "last_resort");
+  }
 }
 
 }  // namespace

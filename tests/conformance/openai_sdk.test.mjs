@@ -90,6 +90,35 @@ test('chat.completions.create with stream yields text chunks and final hengshi m
   assert.equal(meta.model, 'sim-small');
 });
 
+test('a cached answer replays through the SDK as a stream, from the cache', async () => {
+  const ask = () => client.chat.completions.create({
+    model: 'cloud-small',
+    messages: [{ role: 'user', content: 'What is the warranty on laptops?' }],
+    stream: true,
+  }).withResponse();
+  const collect = async (stream) => {
+    let text = '';
+    let meta = null;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks += 1;
+      for (const choice of chunk.choices) text += choice.delta?.content ?? '';
+      if (chunk.hengshi) meta = chunk.hengshi;
+    }
+    return { text, meta, chunks };
+  };
+  const first = await ask();
+  const fresh = await collect(first.data);
+  assert.equal(first.response.headers.get('x-hengshi-cache'), 'miss');
+  const second = await ask();
+  const cached = await collect(second.data);
+  assert.equal(second.response.headers.get('x-hengshi-cache'), 'exact');
+  assert.equal(cached.text, fresh.text, 'the same answer, replayed');
+  assert.ok(cached.chunks >= 3, `replayed in pieces, got ${cached.chunks} chunks`);
+  assert.equal(cached.meta.cache, 'exact');
+  assert.equal(cached.meta.answered_by, 'cache');
+});
+
 test('bad input surfaces as the SDK error type with the OpenAI error body', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: 'cloud-small', messages: [] }),

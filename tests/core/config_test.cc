@@ -142,6 +142,30 @@ edge: {required: true}
   EXPECT_TRUE(config->edge.required);
 }
 
+TEST(ConfigTest, TheCacheSectionIsReadOverItsDefaults) {
+  auto config = load_config_text(R"yaml(
+cache:
+  threshold: 0.85
+  ttl_s: 600
+  task_types: {news: {ttl_s: 60, threshold: 0.95}, chat: {enabled: false}}
+  hot: {max_entries: 100, max_bytes: 1048576}
+  redis: {host: 127.0.0.1, port: 6380, fleet_size: 3}
+)yaml", "cache.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const CacheConfig& cache = config->cache;
+  EXPECT_TRUE(cache.enabled);
+  EXPECT_EQ(cache.embedder, "ngram");
+  EXPECT_DOUBLE_EQ(cache.threshold_for("faq"), 0.85);
+  EXPECT_DOUBLE_EQ(cache.threshold_for("news"), 0.95);
+  EXPECT_EQ(cache.ttl_for("news"), 60);
+  EXPECT_EQ(cache.ttl_for("faq"), 600);
+  EXPECT_FALSE(cache.enabled_for("chat"));
+  EXPECT_EQ(cache.hot.max_entries, 100);
+  EXPECT_EQ(cache.cold.max_entries, CacheConfig{}.cold.max_entries);
+  EXPECT_EQ(cache.redis.port, 6380);
+  EXPECT_EQ(cache.redis.fleet_size, 3);
+}
+
 class ConfigRejectTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(ConfigRejectTest, NamesFileFieldAndReason) {
@@ -166,6 +190,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"chain: {breaker: {panic_threshold: 2}}", "chain.breaker.panic_threshold: must be in [0, 1]"},
         BadCase{"chain: {breaker: {consecutive_failures: -1}}", "chain.breaker.consecutive_failures: must be >= 0"},
         BadCase{"chain: {commit: {mode: sometimes}}", "chain.commit.mode: must be adaptive, always or never"},
+        BadCase{"cache: {embedder: bert}", "cache.embedder: must be ngram, fasttext or llama"},
+        BadCase{"cache: {embedder: llama}", "cache.embedding_model: is required"},
+        BadCase{"cache: {threshold: 1.5}", "cache.threshold: must be a cosine in (0, 1]"},
+        BadCase{"cache: {hot: {max_entries: 0}}", "cache.hot.max_entries: must be > 0"},
+        BadCase{"cache: {task_types: {news: {ttl: 5}}}", "cache.task_types.news.ttl: unknown field"},
+        BadCase{"cache: {redis: {host: x, port: 70000}}", "cache.redis.port: must be in [1, 65535]"},
         BadCase{"chain: {commit: {task_modes: {faq: 3}}}", "chain.commit.task_modes.faq: must be adaptive"},
         BadCase{"chain: {retry: {backoff_ms: [200, -1]}}", "chain.retry.backoff_ms[1]: must be > 0"},
         BadCase{"chain: {retry: {backof_ms: [1]}}", "chain.retry.backof_ms: unknown field"},

@@ -22,6 +22,9 @@ struct GatewayOptions {
   std::string extra_yaml;            // appended at the top level (e.g. an edge: section)
   int max_body_bytes = 65536;
   bool expose_figures = true;  // most tests read the decision's figures from the response
+  // Most tests count upstream calls for repeated questions: the cache is off unless a test
+  // brings its own cache section.
+  std::string cache_yaml = "cache: {enabled: false}\n";
 };
 
 class GatewayFixture : public ::testing::Test {
@@ -60,7 +63,7 @@ class GatewayFixture : public ::testing::Test {
                                 << "      - name: large-1\n"
                                 << "        base_url: " << large_->base_url() << "/v1\n"
                                 << "        model: sim-large\n"
-                                << options.extra_yaml;
+                                << options.cache_yaml << options.extra_yaml;
     gateway_ = std::make_unique<ChildProcess>(
         ChildProcess::start({binary_path("src/cli/hengshi"), "serve", "--config", config_path_}));
   }
@@ -84,8 +87,10 @@ class GatewayFixture : public ::testing::Test {
   HttpResult admin_get(const std::string& target, std::map<std::string, std::string> headers = {}) {
     return http_call(gateway_->host(), gateway_->admin_port(), {"GET", target, "", "", std::move(headers)});
   }
-  HttpResult admin_post(const std::string& target, std::map<std::string, std::string> headers = {}) {
-    return http_call(gateway_->host(), gateway_->admin_port(), {"POST", target, "", "", std::move(headers)});
+  HttpResult admin_post(const std::string& target, std::map<std::string, std::string> headers = {},
+                        const std::string& body = "") {
+    return http_call(gateway_->host(), gateway_->admin_port(),
+                     {"POST", target, body, "application/json", std::move(headers)});
   }
   nlohmann::json sim_stats(ChildProcess& sim) {
     return http_call(sim.host(), sim.port(), {"GET", "/admin/stats", "", "", {}}).json();

@@ -118,6 +118,8 @@ ChildProcess::Finished ChildProcess::run(const std::vector<std::string>& argv,
   return finished;  // the destructor kills a child still running
 }
 
+ChildProcess ChildProcess::launch(const std::vector<std::string>& argv) { return spawn(argv); }
+
 ChildProcess ChildProcess::start(const std::vector<std::string>& argv,
                                  std::chrono::milliseconds ready_timeout) {
   ChildProcess child = spawn(argv);

@@ -20,6 +20,10 @@ class ChildProcess {
   static ChildProcess start(const std::vector<std::string>& argv,
                             std::chrono::milliseconds ready_timeout = std::chrono::seconds(20));
 
+  // Starts `argv` without waiting for anything (a server whose readiness the caller checks its
+  // own way, e.g. redis-server answering PING).
+  static ChildProcess launch(const std::vector<std::string>& argv);
+
   // Runs `argv` to completion (a CLI command such as `hengshi train`); kills it at the timeout.
   struct Finished {
     std::optional<int> exit_code;  // nullopt: killed at the timeout
