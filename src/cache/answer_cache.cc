@@ -97,11 +97,12 @@ awaitable<std::optional<CacheHit>> AnswerCache::lookup(CacheQuery& query) {
   if (redis_) {
     // Another instance may have answered this exact question.
     if (auto entry = co_await redis_->fetch_by_key(query.key); entry && (*entry)->expires_ms > now) {
-      insert_local(*entry);
+      std::shared_ptr<CacheEntry> stored = *entry;
+      insert_local(stored);
       std::lock_guard lock(mutex_);
       ++hits_;
       metrics_.hit("exact", query.task_type);
-      co_return CacheHit{CacheTier::exact, *entry, 1.0f, true};
+      co_return CacheHit{CacheTier::exact, stored, 1.0f, true};
     }
   }
   if (query.semantic) {
@@ -205,19 +206,18 @@ void AnswerCache::fill(CacheQuery& query, CachedAnswer answer) {
   try {
     // Built (and embedded) outside the lock; the id comes from the shared generator inside it.
     std::shared_ptr<CacheEntry> entry = make_entry(query, std::move(answer));
-    {
-      std::lock_guard lock(mutex_);
-      entry->id = random_();
-      insert_locked(entry, entry->created_ms);
-      metrics_.filled(query.task_type);
-    }
+    std::lock_guard lock(mutex_);
+    entry->id = random_();
+    // Serialised for Redis (vector included) before the index takes the vector over.
     if (redis_) redis_->store(entry, config_.stale_if_error_s);
+    insert_locked(entry, entry->created_ms);
+    metrics_.filled(query.task_type);
   } catch (const std::exception& error) {
     spdlog::warn("cache: could not store an answer: {}", error.what());
   }
 }
 
-void AnswerCache::insert_local(std::shared_ptr<const CacheEntry> entry) {
+void AnswerCache::insert_local(std::shared_ptr<CacheEntry> entry) {
   std::lock_guard lock(mutex_);
   if (slots_.count(entry->id) != 0) return;  // already here (our own write, echoed back)
   try {
@@ -227,25 +227,30 @@ void AnswerCache::insert_local(std::shared_ptr<const CacheEntry> entry) {
   }
 }
 
-void AnswerCache::insert_locked(std::shared_ptr<const CacheEntry> entry, std::int64_t now) {
+void AnswerCache::insert_locked(std::shared_ptr<CacheEntry> entry, std::int64_t now) {
   if (auto old = by_key_.find(entry->key); old != by_key_.end()) remove_locked(old->second);
   const std::uint64_t id = entry->id;
+  bool indexed = false;
+  if (!entry->vector.empty() && embedder_ && entry->embedder == embedder_->name()) {
+    auto& index = indexes_[entry->scope];
+    if (!index) index = std::make_unique<SemanticIndex>(embedder_->dim(), config_.rebuild_tombstone_share);
+    index->add(id, entry->vector);
+    indexed = true;
+  }
+  // The graph holds the vector now: the entry drops its copy (no reader has seen it yet).
+  entry->vector = std::vector<float>();
   Slot slot;
   slot.entry = entry;
   slot.bucket = Bucket::hot;
   slot.last_use_ms = now;
-  slot.bytes = entry->bytes();
+  // The bounds count what the entry costs in the index too.
+  slot.bytes = entry->bytes() + (indexed ? SemanticIndex::bytes_per_point(embedder_->dim()) : 0);
   hot_.push_front(id);
   slot.hot_position = hot_.begin();
   hot_bytes_ += slot.bytes;
   slots_.emplace(id, std::move(slot));
   by_key_[entry->key] = id;
   for (const auto& tag : entry->tags) by_tag_[tag].insert(id);
-  if (!entry->vector.empty() && embedder_ && entry->embedder == embedder_->name()) {
-    auto& index = indexes_[entry->scope];
-    if (!index) index = std::make_unique<SemanticIndex>(embedder_->dim(), config_.rebuild_tombstone_share);
-    index->add(id, entry->vector);
-  }
   enforce_bounds_locked(now);
   if (now - last_sweep_ms_ > kSweepEveryMs) sweep_locked(now);
   update_gauges_locked();

@@ -127,8 +127,9 @@ class AnswerCache {
   std::size_t hot_entries();
   std::size_t cold_entries();
 
-  // Local store operations, also used by the shared tier when entries arrive from Redis.
-  void insert_local(std::shared_ptr<const CacheEntry> entry);
+  // Local store operations, also used by the shared tier when entries arrive from Redis. The
+  // entry's vector moves into the index (one copy of it is kept).
+  void insert_local(std::shared_ptr<CacheEntry> entry);
   std::size_t invalidate_local(const std::vector<std::string>& tags);
   std::size_t invalidate_local_all();
 
@@ -146,7 +147,7 @@ class AnswerCache {
 
   std::optional<CacheHit> exact_locked(const CacheQuery& query, std::int64_t now_ms);
   std::optional<CacheHit> semantic_locked(const CacheQuery& query, std::int64_t now_ms);
-  void insert_locked(std::shared_ptr<const CacheEntry> entry, std::int64_t now_ms);
+  void insert_locked(std::shared_ptr<CacheEntry> entry, std::int64_t now_ms);
   void remove_locked(std::uint64_t id);
   void touch_locked(Slot& slot, std::uint64_t id, std::int64_t now_ms);
   void to_cold_locked(std::uint64_t id, Slot& slot);

@@ -11,13 +11,43 @@ namespace {
 // Compounds that contain a negation or direction character without meaning one; blanked out
 // before the CJK scan.
 constexpr std::string_view kCjkExceptions[] = {
-    "非常", "无论", "未来", "未必", "别人", "别的", "别处", "区别", "特别", "分别", "不过", "不仅",
+    "非常", "无论", "未来", "未必", "别人", "别的", "别处", "区别", "特别", "分别", "不仅",
     "不但", "不少", "不错", "无线", "关于", "关系", "关心", "关注", "相关", "有关", "机关", "海关",
     "开心", "开发", "开票", "公开", "离开", "开会", "开车", "无人机", "是否", "能否",
     "可否", "否则", "并且", "莫非", "非得"};
 
-constexpr std::string_view kCjkNegations[] = {"取消", "不", "没", "别", "无", "非", "未",
-                                                           "勿", "莫", "否", "甭"};
+// Words first, then single characters (免: free of — 免费 / 收费, 免违约金 / 没有违约金).
+constexpr std::string_view kCjkNegationWords[] = {"取消", "撤销"};
+constexpr std::string_view kCjkNegationChars[] = {"不", "没", "别", "无", "非", "未", "勿", "莫", "否", "甭", "免"};
+
+// The UTF-8 character before / at `at` in `text` ("" at the ends).
+std::string_view character_before(std::string_view text, std::size_t at) {
+  if (at == 0) return {};
+  std::size_t start = at - 1;
+  while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+  return text.substr(start, at - start);
+}
+std::string_view character_at(std::string_view text, std::size_t at) {
+  if (at >= text.size()) return {};
+  std::size_t end = at + 1;
+  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+  return text.substr(at, end - at);
+}
+
+bool ends_a_clause(std::string_view character) {
+  return character.empty() || character == " " || character == "?" || character == "？" || character == "," ||
+         character == "，" || character == "。" || character == "!" || character == "！" || character == "呢" ||
+         character == "啊" || character == "呀";
+}
+
+// Whether the 不 / 没 at `at` (of byte length `size`) asks rather than denies: the A-not-A
+// question (能不能, 是不是, 有没有, 可不可以) or a clause-final particle (可以提前还款不?).
+bool asks_rather_than_denies(std::string_view text, std::size_t at, std::size_t size) {
+  const std::string_view before = character_before(text, at);
+  const std::string_view after = character_at(text, at + size);
+  if (!before.empty() && before == after && before != " ") return true;
+  return (before.size() > 1 || (!before.empty() && before != " ")) && ends_a_clause(after);
+}
 
 constexpr std::string_view kLatinNegations[] = {
     "not",    "no",      "never",   "none",    "nobody",   "nothing", "without", "cannot", "cant",
@@ -123,6 +153,10 @@ void blank_out(std::string& text, std::string_view word) {
     std::fill(text.begin() + static_cast<std::ptrdiff_t>(at),
               text.begin() + static_cast<std::ptrdiff_t>(at + word.size()), ' ');
   }
+}
+
+void blank_out_at(std::string& text, std::size_t at, std::size_t size) {
+  std::fill(text.begin() + static_cast<std::ptrdiff_t>(at), text.begin() + static_cast<std::ptrdiff_t>(at + size), ' ');
 }
 
 std::size_t count_and_blank(std::string& text, std::string_view word) {
@@ -266,8 +300,19 @@ GuardFeatures guard_features(std::string_view normalized) {
 
   std::string cjk(normalized);
   for (std::string_view exception : kCjkExceptions) blank_out(cjk, exception);
-  for (std::string_view negation : kCjkNegations) {
+  // 不过 is "but" at a clause's start and "not pass" after a verb (申请不过).
+  for (std::size_t at = cjk.find("不过"); at != std::string::npos; at = cjk.find("不过", at + 1)) {
+    if (ends_a_clause(character_before(cjk, at))) blank_out_at(cjk, at, std::string_view("不过").size());
+  }
+  for (std::string_view negation : kCjkNegationWords) {
     features.negations += static_cast<int>(count_and_blank(cjk, negation));
+  }
+  for (std::string_view negation : kCjkNegationChars) {
+    for (std::size_t at = cjk.find(negation); at != std::string::npos; at = cjk.find(negation, at + negation.size())) {
+      const bool question = (negation == "不" || negation == "没") && asks_rather_than_denies(cjk, at, negation.size());
+      if (!question) ++features.negations;
+    }
+    blank_out(cjk, negation);
   }
   // Longer direction words first, so 开通 is not also read as 开.
   const auto& pairs = cjk_directions();

@@ -137,7 +137,7 @@ std::optional<std::shared_ptr<CacheEntry>> RedisTier::from_stored(const std::str
   }
 }
 
-awaitable<std::optional<std::shared_ptr<const CacheEntry>>> RedisTier::fetch_by_key(std::uint64_t key) {
+awaitable<std::optional<std::shared_ptr<CacheEntry>>> RedisTier::fetch_by_key(std::uint64_t key) {
   // Built before the co_await: g++ 12 mishandles braced temporaries and literals inside one.
   std::vector<std::string> argv = {"EVAL", kFetchByKey, "1", config_.prefix + "k:" + to_hex(key), config_.prefix};
   std::string op = "fetch";
@@ -145,23 +145,20 @@ awaitable<std::optional<std::shared_ptr<const CacheEntry>>> RedisTier::fetch_by_
   if (!reply || reply->type != RedisReply::Type::array || reply->elements.size() != 2) co_return std::nullopt;
   const auto& fields = reply->elements;
   if (fields[0].type != RedisReply::Type::string) co_return std::nullopt;
-  auto entry = from_stored(fields[0].text, fields[1].text);
-  if (!entry) co_return std::nullopt;
-  co_return std::shared_ptr<const CacheEntry>(std::move(*entry));
+  co_return from_stored(fields[0].text, fields[1].text);
 }
 
-std::optional<std::shared_ptr<const CacheEntry>> RedisTier::fetch_by_id(const std::string& id_hex) {
+std::optional<std::shared_ptr<CacheEntry>> RedisTier::fetch_by_id(const std::string& id_hex) {
   auto reply = client_->call({"HMGET", config_.prefix + "e:" + id_hex, "m", "v"}, "fetch");
   if (!reply || reply->type != RedisReply::Type::array || reply->elements.size() != 2 ||
       reply->elements[0].type != RedisReply::Type::string) {
     return std::nullopt;
   }
-  auto entry = from_stored(reply->elements[0].text, reply->elements[1].text);
-  if (!entry) return std::nullopt;
-  return std::shared_ptr<const CacheEntry>(std::move(*entry));
+  return from_stored(reply->elements[0].text, reply->elements[1].text);
 }
 
 void RedisTier::store(const std::shared_ptr<const CacheEntry>& entry, std::int64_t stale_s) {
+  // Everything is serialised here, before the caller hands the vector to the index.
   const std::string id = to_hex(entry->id);
   const std::string key = to_hex(entry->key);
   const std::int64_t keep_ms = std::max<std::int64_t>(1000, entry->expires_ms - entry->created_ms + stale_s * 1000);

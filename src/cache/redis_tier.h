@@ -45,7 +45,7 @@ class RedisTier {
   bool up() const { return client_ && client_->up(); }
   RedisClient& client() { return *client_; }
 
-  awaitable<std::optional<std::shared_ptr<const CacheEntry>>> fetch_by_key(std::uint64_t key);
+  awaitable<std::optional<std::shared_ptr<CacheEntry>>> fetch_by_key(std::uint64_t key);
   // Write-through of a new entry (returns at once; the write runs on the client's pool).
   void store(const std::shared_ptr<const CacheEntry>& entry, std::int64_t stale_s);
   // Removes the tagged entries from Redis and tells every instance; returns how many Redis held.
@@ -61,7 +61,7 @@ class RedisTier {
   void subscriber_loop();
   void load_all();
   void on_event(const std::string& message);
-  std::optional<std::shared_ptr<const CacheEntry>> fetch_by_id(const std::string& id_hex);
+  std::optional<std::shared_ptr<CacheEntry>> fetch_by_id(const std::string& id_hex);
 
   CacheRedisConfig config_;
   std::unique_ptr<RedisClient> client_;

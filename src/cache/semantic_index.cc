@@ -33,8 +33,7 @@ void SemanticIndex::reserve(std::size_t points) {
 
 void SemanticIndex::add(std::uint64_t id, std::span<const float> vector) {
   if (static_cast<int>(vector.size()) != dim_) return;
-  auto [it, inserted] = vectors_.try_emplace(id);
-  it->second.assign(vector.begin(), vector.end());
+  const bool inserted = live_.insert(id).second;
   if (!inserted) {  // the same label again: hnswlib updates the point in place
     graph_->addPoint(vector.data(), static_cast<hnswlib::labeltype>(id));
     return;
@@ -45,9 +44,7 @@ void SemanticIndex::add(std::uint64_t id, std::span<const float> vector) {
 }
 
 void SemanticIndex::remove(std::uint64_t id) {
-  auto it = vectors_.find(id);
-  if (it == vectors_.end()) return;
-  vectors_.erase(it);
+  if (live_.erase(id) == 0) return;
   graph_->markDelete(static_cast<hnswlib::labeltype>(id));
   ++tombstones_;
   if (static_cast<double>(tombstones_) > rebuild_share_ * static_cast<double>(stored_) && tombstones_ >= 8) {
@@ -56,14 +53,16 @@ void SemanticIndex::remove(std::uint64_t id) {
 }
 
 void SemanticIndex::rebuild() {
-  graph_.reset();
+  // The live points move to a fresh graph, read back from the old one (no second copy is kept).
+  std::unique_ptr<hnswlib::HierarchicalNSW<float>> old = std::move(graph_);
   capacity_ = 0;
   stored_ = 0;
   tombstones_ = 0;
   ++rebuilds_;
-  if (vectors_.empty()) return;
-  reserve(vectors_.size());
-  for (const auto& [id, vector] : vectors_) {
+  if (live_.empty()) return;
+  reserve(live_.size());
+  for (std::uint64_t id : live_) {
+    const std::vector<float> vector = old->getDataByLabel<float>(static_cast<hnswlib::labeltype>(id));
     graph_->addPoint(vector.data(), static_cast<hnswlib::labeltype>(id));
     ++stored_;
   }
@@ -71,8 +70,8 @@ void SemanticIndex::rebuild() {
 
 void SemanticIndex::nearest(std::span<const float> vector, std::size_t k, std::vector<Neighbour>& out) const {
   out.clear();
-  if (!graph_ || vectors_.empty() || static_cast<int>(vector.size()) != dim_) return;
-  auto found = graph_->searchKnn(vector.data(), std::min(k, vectors_.size()));
+  if (!graph_ || live_.empty() || static_cast<int>(vector.size()) != dim_) return;
+  auto found = graph_->searchKnn(vector.data(), std::min(k, live_.size()));
   while (!found.empty()) {
     const auto [distance, label] = found.top();
     found.pop();
@@ -81,11 +80,13 @@ void SemanticIndex::nearest(std::span<const float> vector, std::size_t k, std::v
   std::reverse(out.begin(), out.end());  // the queue pops the farthest first
 }
 
-std::size_t SemanticIndex::bytes() const {
-  // hnswlib's level-0 block: per point, links (M0 = 2M ints + a count) + the vector + its label;
-  // upper levels add about 1/M of that again. Plus our copy of each live vector.
-  const std::size_t per_point = (2 * kM + 1) * sizeof(unsigned) + dim_ * sizeof(float) + sizeof(std::size_t);
-  return capacity_ * per_point * (kM + 1) / kM + vectors_.size() * (dim_ * sizeof(float) + 48);
+std::size_t SemanticIndex::bytes_per_point(int dim) {
+  // hnswlib's level-0 block: links (M0 = 2M ints + a count), the vector, the label; upper levels
+  // add about 1/M of that; the label lookup map and our live set about 80 bytes more.
+  const std::size_t level0 = (2 * kM + 1) * sizeof(unsigned) + static_cast<std::size_t>(dim) * sizeof(float) + 8;
+  return level0 * (kM + 1) / kM + 80;
 }
+
+std::size_t SemanticIndex::bytes() const { return capacity_ * bytes_per_point(dim_); }
 
 }  // namespace hengshi::cache

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace hnswlib {
@@ -41,11 +41,13 @@ class SemanticIndex {
   // Up to k nearest live entries, most similar first.
   void nearest(std::span<const float> vector, std::size_t k, std::vector<Neighbour>& out) const;
 
-  std::size_t size() const { return vectors_.size(); }
+  std::size_t size() const { return live_.size(); }
   std::size_t tombstones() const { return tombstones_; }
   std::size_t rebuilds() const { return rebuilds_; }
-  // Bytes the graph and the kept vectors hold (approximate: hnswlib's level-0 block dominates).
+  // Bytes the graph holds (approximate: hnswlib's level-0 block dominates).
   std::size_t bytes() const;
+  // What one more entry costs the graph, in bytes (for the cache's byte bounds).
+  static std::size_t bytes_per_point(int dim);
   int dim() const { return dim_; }
 
  private:
@@ -60,8 +62,7 @@ class SemanticIndex {
   std::size_t stored_ = 0;      // points in the graph, tombstones included
   std::size_t tombstones_ = 0;
   std::size_t rebuilds_ = 0;
-  // The live vectors, for rebuilding without reading hnswlib's internals.
-  std::unordered_map<std::uint64_t, std::vector<float>> vectors_;
+  std::unordered_set<std::uint64_t> live_;  // the graph holds the vectors; one copy only
 };
 
 }  // namespace hengshi::cache
