@@ -65,6 +65,7 @@ CacheQuery AnswerCache::query(const ChatRequest& request, const ScopeParts& scop
   query.key = exact_key(query.scope, forms_.canonical(question));
   query.task_type = std::string(scope.task_type);
   query.threshold = config_.threshold_for(query.task_type);
+  query.verify_band = config_.verify_band;
   query.semantic = embedder_ != nullptr;
   query.ttl_s = config_.ttl_for(query.task_type);
   query.tags = request.hengshi.tags;
@@ -150,8 +151,9 @@ std::optional<CacheHit> AnswerCache::semantic_locked(const CacheQuery& query, st
   thread_local std::vector<SemanticIndex::Neighbour> neighbours;
   index->second->nearest(*query.vector, kNeighbours, neighbours);
   const GuardFeatures features = guard_features(query.question);
+  const double floor = query.threshold - query.verify_band;
   for (const auto& neighbour : neighbours) {
-    if (neighbour.similarity < query.threshold) break;  // most similar first
+    if (neighbour.similarity < floor) break;  // most similar first
     auto slot = slots_.find(neighbour.id);
     if (slot == slots_.end()) continue;
     const auto& entry = slot->second.entry;
@@ -160,8 +162,9 @@ std::optional<CacheHit> AnswerCache::semantic_locked(const CacheQuery& query, st
       metrics_.guard_rejected(to_string(*guard));
       continue;
     }
-    touch_locked(slot->second, neighbour.id, now);
-    return CacheHit{CacheTier::semantic, entry, neighbour.similarity, false};
+    const bool borderline = neighbour.similarity < query.threshold;
+    if (!borderline) touch_locked(slot->second, neighbour.id, now);  // a borderline one is not used yet
+    return CacheHit{CacheTier::semantic, entry, neighbour.similarity, false, borderline};
   }
   return std::nullopt;
 }

@@ -65,6 +65,7 @@ struct CacheQuery {
   std::string question;   // normalised
   std::string task_type;
   double threshold = 1.0;
+  double verify_band = 0.0;  // borderline hits in [threshold - band, threshold) need a check
   bool semantic = true;
   std::int64_t ttl_s = 0;
   std::vector<std::string> tags;
@@ -76,6 +77,8 @@ struct CacheHit {
   std::shared_ptr<const CacheEntry> entry;
   float similarity = 1.0f;
   bool from_shared_tier = false;  // read from Redis on a local miss
+  // Under the threshold but within cache.verify_band: served only if a cloud check agrees.
+  bool borderline = false;
 };
 
 class AnswerCache {
@@ -117,6 +120,8 @@ class AnswerCache {
   // Whether the shared tier is configured and answering (for /readyz).
   std::optional<bool> shared_tier_up() const;
 
+  // The verdict on a borderline hit (metrics): yes | no | error.
+  void verified(std::string_view verdict) { metrics_.verified(verdict); }
   // A request the cache did not consider, and why (metrics).
   void skipped(std::string_view reason) { metrics_.skipped(reason); }
 

@@ -69,6 +69,14 @@ void CacheMetrics::guard_rejected(std::string_view guard) {
       .inc();
 }
 
+void CacheMetrics::verified(std::string_view verdict) {
+  std::lock_guard lock(mutex_);
+  counter("hengshi_cache_verifications_total",
+          "Borderline semantic hits (cache.verify_band) checked by cloud-small, by verdict.",
+          {{"verdict", std::string(verdict)}})
+      .inc();
+}
+
 void CacheMetrics::evicted(std::string_view bucket) {
   std::lock_guard lock(mutex_);
   counter("hengshi_cache_evictions_total",

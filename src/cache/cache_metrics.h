@@ -4,6 +4,7 @@
 //   hengshi_cache_skipped_total{reason}               requests the cache did not consider
 //   hengshi_cache_fills_total{task_type}
 //   hengshi_cache_guard_rejections_total{guard}       polarity | numbers
+//   hengshi_cache_verifications_total{verdict}        borderline hits checked: yes | no | error
 //   hengshi_cache_evictions_total{bucket}             hot (moved to cold) | cold (removed)
 //   hengshi_cache_invalidated_entries_total           entries removed by invalidation
 //   hengshi_cache_entries{bucket}, hengshi_cache_bytes{bucket}
@@ -32,6 +33,7 @@ class CacheMetrics {
   void skipped(std::string_view reason);
   void filled(const std::string& task_type);
   void guard_rejected(std::string_view guard);
+  void verified(std::string_view verdict);
   void evicted(std::string_view bucket);
   void invalidated(std::size_t entries);
   void set_sizes(std::size_t hot_entries, std::size_t hot_bytes, std::size_t cold_entries, std::size_t cold_bytes);

@@ -66,9 +66,20 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
   bool walk_broke = false;  // a stream of this request broke midway: the replacements are held
   if (request.cache != nullptr && request.cache->read && !plan.steps.empty() && !budget.spent()) {
     const auto started = Clock::now();
-    if (auto hit = co_await request.cache->cache->lookup(request.cache->query)) {
-      co_return co_await serve_cached(*hit, plan.steps.front().level, request, meta, started);
+    std::optional<cache::CacheHit> hit = co_await request.cache->cache->lookup(request.cache->query);
+    if (hit && hit->borderline) {
+      // Close but under the threshold: served only when a cheap cloud check agrees.
+      bool confirmed = false;
+      if (request.cache->verify) {
+        const Deadline check_deadline = budget.for_level(Level::cloud_small, false);
+        confirmed = co_await request.cache->verify(request.request->last_user_text(), hit->entry->answer.content,
+                                                   check_deadline, request.client_gone);
+      }
+      request.cache->cache->verified(confirmed ? "yes" : "no");
+      meta.decision.figures["cache_verify"] = confirmed ? "yes" : "no";
+      if (!confirmed) hit.reset();
     }
+    if (hit) co_return co_await serve_cached(*hit, plan.steps.front().level, request, meta, started);
   }
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep step = plan.steps[i];

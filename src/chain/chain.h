@@ -72,6 +72,11 @@ struct CacheStage {
   cache::CacheQuery query;
   bool read = false;   // may be answered from the cache (fresh, or stale at L4)
   bool write = false;  // its answer may be stored
+  // Confirms a borderline semantic hit (cache.verify_band): does the cached answer answer this
+  // question? Null: borderline hits are misses.
+  std::function<awaitable<bool>(const std::string& question, const std::string& answer, Deadline deadline,
+                                CancelToken cancel)>
+      verify;
 };
 
 struct ChainRequest {

@@ -37,6 +37,25 @@ bool is_json_content_type(std::string_view value) {
 
 // Whether the plan's first step answers without a cloud call or a queue (the intent engine, a
 // hand-off, the safe reply): those keep priority under pressure.
+// A borderline cache hit's check: one yes/no token from cloud-small (a free function: its
+// parameters live in the coroutine's frame, which a lambda coroutine's captures would not).
+awaitable<bool> confirm_cached_answer(cloud::CloudPool& judge, std::string question, std::string answer,
+                                      Deadline deadline, CancelToken cancel) {
+  const json check = {
+      {"model", "verify"},
+      {"max_tokens", 3},
+      {"temperature", 0},
+      {"messages",
+       json::array({{{"role", "system"},
+                     {"content", "You check a cache of answers. Reply with one word: yes if the stored answer "
+                                 "answers the user's question exactly as asked, no otherwise."}},
+                    {{"role", "user"},
+                     {"content", "Stored answer: " + answer + "\nDoes it answer this question? Reply yes or no.\n"
+                                                               "Question: " + question}}})}};
+  auto reply = co_await judge.complete(check, deadline, std::move(cancel));
+  co_return reply && chain::says_yes(chain::reply_text(reply->body));
+}
+
 bool answers_without_cloud(const Plan& plan) {
   if (plan.steps.empty()) return true;
   const Source first = plan.steps.front().source;
@@ -399,6 +418,13 @@ void ChatCompletions::prepare_cache(const HttpExchange& exchange, const ChatRequ
   stage.query = cache_->query(request, scope, meta.decision.intent);
   stage.read = !control.no_cache;
   stage.write = true;
+  auto judge = pools_.find("cloud-small");
+  if (config_.cache.verify_band > 0 && judge != pools_.end() && judge->second != nullptr &&
+      (key == nullptr || key->allows_pool("cloud-small"))) {
+    cloud::CloudPool* pool = judge->second;
+    stage.verify = [pool](const std::string& question, const std::string& answer, Deadline deadline,
+                          CancelToken cancel) { return confirm_cached_answer(*pool, question, answer, deadline, cancel); };
+  }
   if (control.no_cache) meta.decision.figures["cache_skipped"] = "no-cache";
 }
 

@@ -73,6 +73,28 @@ TEST_F(GatewayCacheTest, AParaphraseIsASemanticHitAndANegationIsNot) {
   EXPECT_EQ(sim_requests(*small_), 2);
 }
 
+// cache.verify_band: a hit just under the threshold is served only when cloud-small says yes
+// (the sim plays the judge: [[sim:reply=...]] in the question makes it answer exactly that).
+TEST_F(GatewayCacheTest, ABorderlineHitIsServedOnlyWhenTheCloudCheckAgrees) {
+  start_cached("cache: {threshold: 0.97, verify_band: 0.4}\n");
+  ASSERT_EQ(chat(ask("How do I reset my account password?")).status, 200);
+  auto agreed = chat(ask("How do I reset my account password please? [[sim:reply=yes]]"));
+  ASSERT_EQ(agreed.status, 200) << agreed.body;
+  EXPECT_EQ(agreed.json()["hengshi"]["cache"], "semantic") << agreed.body;
+  EXPECT_EQ(agreed.json()["hengshi"]["figures"]["cache_verify"], "yes");
+  EXPECT_LT(agreed.json()["hengshi"]["cache_similarity"].get<double>(), 0.97);
+  EXPECT_EQ(sim_requests(*small_), 2) << "the answer, then the check";
+  // ("nah", not "no": a "no" in the question would trip the polarity guard before any check.)
+  auto refused = chat(ask("How do I reset my account password please? [[sim:reply=nah]]"));
+  ASSERT_EQ(refused.status, 200);
+  EXPECT_EQ(refused.json()["hengshi"]["cache"], "miss");
+  EXPECT_EQ(refused.json()["hengshi"]["figures"]["cache_verify"], "no");
+  EXPECT_EQ(sim_requests(*small_), 4) << "the check, then the answer";
+  const std::string metrics = admin_get("/metrics").body;
+  EXPECT_NE(metrics.find(R"(hengshi_cache_verifications_total{verdict="yes"} 1)"), std::string::npos);
+  EXPECT_NE(metrics.find(R"(hengshi_cache_verifications_total{verdict="no"} 1)"), std::string::npos);
+}
+
 TEST_F(GatewayCacheTest, AnInvalidatedTagForcesAFreshUpstreamCall) {
   start_cached();
   const json tagged = {{"hengshi", {{"tags", {"refund-policy"}}}}};
