@@ -205,5 +205,23 @@ TEST_F(GatewayCacheTest, PiiCacheControlAndTheRequestsOwnOptOutAreRespected) {
   EXPECT_EQ(ready["cache"]["redis"], "off");
 }
 
+#ifdef HENGSHI_HAVE_LLAMA
+// cache.embedder llama: a GGUF embedding model (here a generated one, random weights, mean pooling)
+// gives the semantic tier its vectors through llama.cpp.
+TEST_F(GatewayCacheTest, AGgufEmbeddingModelGivesTheSemanticTierItsVectors) {
+  const std::string model = temp_path("embedding.gguf");
+  auto made = ChildProcess::run(
+      {binary_path("src/cli/hengshi"), "make-test-model", "--out", model, "--pooling", "mean"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  start_cached("cache: {embedder: llama, embedding_model: " + model + "}\n");
+  ASSERT_EQ(chat(ask("Where do I change my delivery address?")).status, 200);
+  const json stats = admin_get("/admin/cache/stats").json();
+  EXPECT_EQ(stats["embedder"].get<std::string>().rfind("llama-", 0), 0u) << stats.dump();
+  EXPECT_EQ(stats["index"]["entries"], 1) << "the answer's question was embedded and indexed";
+  EXPECT_EQ(chat(ask("where do I change my delivery address")).json()["hengshi"]["cache"], "exact");
+  std::remove(model.c_str());
+}
+#endif
+
 }  // namespace
 }  // namespace hengshi::testing
