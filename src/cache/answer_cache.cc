@@ -51,6 +51,7 @@ AnswerCache::AnswerCache(const CacheConfig& config, std::shared_ptr<const Embedd
 
 AnswerCache::~AnswerCache() {
   if (redis_) redis_->stop();
+  embed_thread_.join();
 }
 
 void AnswerCache::start() {
@@ -85,6 +86,21 @@ std::optional<std::vector<float>> AnswerCache::embed(const std::string& question
   }
 }
 
+awaitable<std::optional<std::vector<float>>> AnswerCache::embed_awaited(std::string question) {
+  if (!embedder_->expensive()) co_return embed(question);
+  // The result is handed back on the awaiting coroutine's executor, kept alive until then.
+  auto initiation = [this, question = std::move(question)](auto handler) mutable {
+    auto executor =
+        asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked);
+    asio::post(embed_thread_, [this, handler = std::move(handler), executor, question = std::move(question)]() mutable {
+      auto vector = std::make_shared<std::optional<std::vector<float>>>(embed(question));
+      asio::post(executor, [handler = std::move(handler), vector]() mutable { handler(std::move(*vector)); });
+    });
+  };
+  co_return co_await asio::async_initiate<decltype(use_awaitable), void(std::optional<std::vector<float>>)>(
+      std::move(initiation), use_awaitable);
+}
+
 awaitable<std::optional<CacheHit>> AnswerCache::lookup(CacheQuery& query) {
   const std::int64_t now = clock_();
   {
@@ -107,14 +123,7 @@ awaitable<std::optional<CacheHit>> AnswerCache::lookup(CacheQuery& query) {
     }
   }
   if (query.semantic) {
-    if (!query.vector) {
-      try {
-        auto vector = co_await embedder_->embed_async(query.question);
-        if (vector) query.vector = std::move(*vector);
-      } catch (const std::exception& error) {
-        spdlog::warn("cache: embedding failed: {}", error.what());
-      }
-    }
+    if (!query.vector) query.vector = co_await embed_awaited(query.question);
     if (query.vector) {
       std::lock_guard lock(mutex_);
       if (auto hit = semantic_locked(query, now)) {

@@ -161,6 +161,8 @@ class AnswerCache {
   void sweep_locked(std::int64_t now_ms);
   void update_gauges_locked();
   std::optional<std::vector<float>> embed(const std::string& question) const;
+  // embed() for a coroutine: inline for a cheap embedder, on embed_thread_ for an expensive one.
+  awaitable<std::optional<std::vector<float>>> embed_awaited(std::string question);
   std::shared_ptr<CacheEntry> make_entry(CacheQuery& query, CachedAnswer answer);
 
   const CacheConfig config_;
@@ -169,6 +171,7 @@ class AnswerCache {
   TextForms forms_;
   std::unique_ptr<RedisTier> redis_;
   CacheMetrics metrics_;
+  asio::thread_pool embed_thread_{1};  // expensive embedders run here, never on an I/O thread
 
   std::mutex mutex_;
   std::unordered_map<std::uint64_t, Slot> slots_;

@@ -12,7 +12,6 @@
 #include <string_view>
 #include <vector>
 
-#include "core/asio.h"
 #include "core/result.h"
 
 namespace hengshi {
@@ -27,9 +26,9 @@ class Embedder {
   // dim() floats of unit L2 norm; all zeros for a text with nothing to embed. Errors are values
   // (a model that failed to run), never exceptions.
   virtual Result<std::vector<float>> embed(std::string_view text) const = 0;
-  // The same for a coroutine on an I/O thread: an embedder that computes for long (a neural
-  // model) runs on its own thread and resumes the caller; the default computes inline.
-  virtual awaitable<Result<std::vector<float>>> embed_async(std::string text) const { co_return embed(text); }
+  // Whether embed() computes for long (a neural model: milliseconds): its callers on an I/O
+  // thread then run it on a thread of their own (the cache does).
+  virtual bool expensive() const { return false; }
 };
 
 // The cosine of two unit vectors of the same size (their dot product).

@@ -18,11 +18,9 @@ struct LlmEmbedder::Impl {
   int context_tokens = 512;
   std::string name;
   std::string pooling;
-  mutable std::mutex mutex;                      // one decode at a time on the context
-  mutable asio::thread_pool thread{1};           // embed_async's own thread
+  mutable std::mutex mutex;  // one decode at a time on the context
 
   ~Impl() {
-    thread.join();
     if (context) llama_free(context);
     if (model) llama_model_free(model);
   }
@@ -133,19 +131,6 @@ Result<std::vector<float>> LlmEmbedder::embed(std::string_view text) const {
   llama_batch_free(batch);
   normalize_unit(vector);
   return vector;
-}
-
-awaitable<Result<std::vector<float>>> LlmEmbedder::embed_async(std::string text) const {
-  auto initiation = [this, text = std::move(text)](auto handler) mutable {
-    auto executor =
-        asio::prefer(asio::get_associated_executor(handler), asio::execution::outstanding_work.tracked);
-    asio::post(impl_->thread, [this, handler = std::move(handler), executor, text = std::move(text)]() mutable {
-      auto result = std::make_shared<Result<std::vector<float>>>(embed(text));
-      asio::post(executor, [handler = std::move(handler), result]() mutable { handler(std::move(*result)); });
-    });
-  };
-  co_return co_await asio::async_initiate<decltype(use_awaitable), void(Result<std::vector<float>>)>(
-      std::move(initiation), use_awaitable);
 }
 
 }  // namespace hengshi::edge

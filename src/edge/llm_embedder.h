@@ -6,7 +6,7 @@
 //
 // This header is part of the boundary around llama.cpp: it includes no llama.cpp header.
 // Thread-safety: embed() may be called from any thread; calls share one llama context and run
-// one at a time. embed_async() runs on the embedder's own thread, never on the caller's.
+// one at a time. It computes for milliseconds (expensive()): never call it on an I/O thread.
 #pragma once
 
 #include <memory>
@@ -27,7 +27,7 @@ class LlmEmbedder : public Embedder {
   const std::string& name() const override;
   int dim() const override;
   Result<std::vector<float>> embed(std::string_view text) const override;
-  awaitable<Result<std::vector<float>>> embed_async(std::string text) const override;
+  bool expensive() const override { return true; }
   // The pooling in use: mean | cls | last.
   std::string pooling() const;
 
