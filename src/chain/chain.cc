@@ -71,6 +71,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
       // Close but under the threshold: served only when a cheap cloud check agrees.
       bool confirmed = false;
       if (request.cache->verify) {
+        if (request.will_wait) request.will_wait();
         const Deadline check_deadline = budget.for_level(Level::cloud_small, false);
         confirmed = co_await request.cache->verify(request.request->last_user_text(), hit->entry->answer.content,
                                                    check_deadline, request.client_gone);
@@ -118,6 +119,9 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
     source_request.deadline = level_deadline;
     source_request.degraded = step.level == Level::edge_degraded;
 
+    // Anything but the intent engine's or a canned answer waits: the client is watched from here.
+    const bool waits = step.source != Source::edge_intent && answer_kind(step.source) == AnswerKind::model;
+    if (waits && request.will_wait) request.will_wait();
     for (int retry = 0;; ++retry) {
       const auto attempt_started = Clock::now();
       if (retry > 0) ChainMetrics::count_retry(to_string(step.source));

@@ -84,6 +84,9 @@ struct ChainRequest {
   CacheStage* cache = nullptr;  // null: the cache is not involved
   const edge::IntentPrediction* prediction = nullptr;
   CancelToken client_gone;
+  // Called before the first wait on something slow (an upstream, the edge LLM, a check): the
+  // server then watches the client's socket, so a client that leaves fires client_gone.
+  std::function<void()> will_wait;
   StreamOut* stream = nullptr;  // null: a JSON answer
   SourceLookup sources;         // which source answers each plan step, for this request
 };

@@ -312,6 +312,7 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
   chain_request.cache = cache_stage.cache != nullptr ? &cache_stage : nullptr;
   chain_request.prediction = prediction;
   chain_request.client_gone = exchange.client_gone();
+  chain_request.will_wait = [&exchange] { exchange.watch_client(); };
   chain_request.stream = request.stream ? &writer : nullptr;
   chain_request.sources = lookup;
   auto result = co_await chain_->execute(meta.decision.plan, budget, chain_request, meta);

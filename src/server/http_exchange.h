@@ -7,6 +7,7 @@
 // generation) is cancelled instead of holding its slot.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,8 +38,15 @@ class HttpExchange {
 
   const Request& request() const { return request_; }
   Clock::time_point received_at() const { return received_at_; }
-  // Fired when the client disconnects, or stops reading, while the request is being handled.
+  // Fired when the client disconnects, or stops reading, while the request is being handled —
+  // a disconnect is noticed once the handler called watch_client().
   CancelToken& client_gone() { return client_gone_; }
+  // Before the handler waits on anything slow (an upstream, the edge LLM): watch the client's
+  // socket, so a client that leaves cancels the work. Idempotent; cheap answers never call it.
+  void watch_client() {
+    if (watch_client_) watch_client_();
+  }
+  void on_watch_client(std::function<void()> arm) { watch_client_ = std::move(arm); }
 
   // Sends a complete response (keep-alive and Content-Length are filled in). False when the
   // client is gone.
@@ -89,6 +97,7 @@ class HttpExchange {
   bool under_pressure_ = false;
   std::size_t bytes_sent_ = 0;
   std::shared_ptr<const ClientKey> client_key_;
+  std::function<void()> watch_client_;
 };
 
 }  // namespace hengshi::server

@@ -217,6 +217,22 @@ awaitable<void> HttpServer::reject_read_error(beast::tcp_stream& stream,
   }
 }
 
+// Feeds what the buffer holds to the parser without waiting for the network: on return the
+// parser is done, or wants more bytes (ec clear), or the bytes are malformed (ec set).
+void HttpServer::parse_buffered(http::request_parser<http::string_body>& parser, beast::flat_buffer& buffer,
+                                beast::error_code& ec) {
+  parser.eager(true);
+  while (buffer.size() > 0 && !parser.is_done()) {
+    const std::size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      return;
+    }
+    if (ec || used == 0) return;
+  }
+}
+
 // Bounds a request's header + body read: on expiry it cancels the socket's operations (they
 // fail with operation_aborted) but leaves the socket open, so a 408 can still be written.
 // The timer's callback owns what it touches, so a late callback never sees a freed frame.
@@ -298,15 +314,25 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     }
     connection.idle = false;
     if (ec) break;  // idle timeout, client gone, or drain: nobody to answer
-    // ... then its headers and body must arrive within the read timeout (slowloris: 408). Not
+    // What already arrived is parsed at once: a small request usually comes whole with its first
+    // read, and then no further read (nor its timer) is needed.
+    parse_buffered(parser, buffer, ec);
+    if (ec) {
+      co_await reject_read_error(stream, parser, ec, /*got_bytes=*/true);
+      break;
+    }
+    // ... else its headers and body must arrive within the read timeout (slowloris: 408). Not
     // the stream's own expiry: that closes the socket, and the 408 could not be written.
     stream.expires_never();
-    ReadTimer read_timer(owner, read_timeout);
-    co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-    if (ec) {
-      co_await reject_read_error(stream, parser, read_timer.fired() ? beast::error::timeout : ec,
-                                 /*got_bytes=*/true);
-      break;
+    std::optional<ReadTimer> read_timer;
+    if (!parser.is_header_done()) {
+      read_timer.emplace(owner, read_timeout);
+      co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        co_await reject_read_error(stream, parser, read_timer->fired() ? beast::error::timeout : ec,
+                                   /*got_bytes=*/true);
+        break;
+      }
     }
 
     in_flight_.fetch_add(1);
@@ -332,13 +358,16 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
       break;
     }
 
-    co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-    if (ec) {
-      co_await reject_read_error(stream, parser, read_timer.fired() ? beast::error::timeout : ec,
-                                 /*got_bytes=*/true);
-      break;
+    if (!parser.is_done()) {
+      if (!read_timer) read_timer.emplace(owner, read_timeout);
+      co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        co_await reject_read_error(stream, parser, read_timer->fired() ? beast::error::timeout : ec,
+                                   /*got_bytes=*/true);
+        break;
+      }
     }
-    read_timer.disarm();
+    if (read_timer) read_timer->disarm();
     const auto received_at = Clock::now();
 
     Request request = parser.release();
@@ -363,24 +392,31 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
       continue;
     }
 
-    // Watches the socket while the handler works: readable with nothing to read means the
+    // Watches the socket while the handler waits: readable with nothing to read means the
     // client closed, so upstream work is cancelled (a pipelined next request just ends the
-    // watch). The callback owns what it touches: the token's state and the connection.
+    // watch). Armed only when the handler is about to wait (HttpExchange::watch_client()): an
+    // answer the gateway gives at once (a cache hit, the intent engine) costs no epoll change.
+    // The callback owns what it touches: the token's state and the connection.
     struct Watch {
       bool active = true;
+      bool armed = false;
       CancelToken client_gone;
     };
-    auto watch = std::make_shared<Watch>(Watch{true, client_gone});
-    stream.socket().async_wait(tcp::socket::wait_read, [watch, owner](const beast::error_code& wait_ec) {
-      if (!watch->active || wait_ec) return;
-      auto* socket = &owner->stream.socket();
-      // Raw non-blocking peek: Asio's sync receive would poll() forever, blocking this I/O
-      // thread, when the readable bytes were already consumed by the time we run.
-      char probe = 0;
-      ssize_t n = ::recv(socket->native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        watch->client_gone.cancel();
-      }
+    auto watch = std::make_shared<Watch>(Watch{true, false, client_gone});
+    exchange.on_watch_client([watch, owner] {
+      if (watch->armed) return;
+      watch->armed = true;
+      owner->stream.socket().async_wait(tcp::socket::wait_read, [watch, owner](const beast::error_code& wait_ec) {
+        if (!watch->active || wait_ec) return;
+        auto* socket = &owner->stream.socket();
+        // Raw non-blocking peek: Asio's sync receive would poll() forever, blocking this I/O
+        // thread, when the readable bytes were already consumed by the time we run.
+        char probe = 0;
+        ssize_t n = ::recv(socket->native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          watch->client_gone.cancel();
+        }
+      });
     });
 
     std::exception_ptr failure;
@@ -392,8 +428,10 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     if (failure) co_await answer_exception(exchange, failure);
 
     watch->active = false;
-    beast::error_code cancel_ec;
-    stream.socket().cancel(cancel_ec);
+    if (watch->armed) {
+      beast::error_code cancel_ec;
+      stream.socket().cancel(cancel_ec);
+    }
     connection.current = CancelToken();
     if (!exchange.keep_alive() || exchange.client_gone().cancelled()) break;
   }
