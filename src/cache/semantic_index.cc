@@ -1,5 +1,9 @@
 #include "cache/semantic_index.h"
 
+// As in edge/neighbour_index.cc: hnswlib's SSE search prefetches one neighbour id past the end of
+// an upper layer's link list (an AddressSanitizer heap-buffer-overflow); the plain loops read
+// only what they use, and the compiler still vectorises the distance at -O2.
+#define NO_MANUAL_VECTORIZATION
 #include <hnswlib/hnswlib.h>
 
 #include <algorithm>
