@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <cstdint>
 #include <set>
 
@@ -202,6 +203,18 @@ bool measure_word_at(std::string_view text, std::size_t at) {
                      [&](std::string_view word) { return text.substr(at, word.size()) == word; });
 }
 
+// Caller text can stack multipliers (亿亿亿…): the arithmetic saturates instead of overflowing,
+// and two saturated numbers compare equal, which is harmless for a guard.
+std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  return __builtin_add_overflow(a, b, &out) ? std::numeric_limits<std::int64_t>::max() : out;
+}
+
+std::int64_t saturating_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? std::numeric_limits<std::int64_t>::max() : out;
+}
+
 // The value of a run of Chinese numerals (十五 = 15, 两千零八 = 2008, 三万五千 = 35000).
 std::int64_t cjk_value(const std::vector<const CjkDigit*>& run) {
   std::int64_t total = 0;
@@ -211,15 +224,16 @@ std::int64_t cjk_value(const std::vector<const CjkDigit*>& run) {
     if (!d->multiplier) {
       digit = d->value;
     } else if (d->value < 10000) {
-      section += (digit < 0 ? 1 : digit) * d->value;  // 十五: an implicit 一
+      section = saturating_add(section, saturating_mul(digit < 0 ? 1 : digit, d->value));  // 十五: an implicit 一
       digit = -1;
     } else {
-      total = (total + section + std::max<std::int64_t>(digit, 0)) * d->value;
+      total = saturating_mul(saturating_add(saturating_add(total, section), std::max<std::int64_t>(digit, 0)),
+                             d->value);
       section = 0;
       digit = -1;
     }
   }
-  return total + section + std::max<std::int64_t>(digit, 0);
+  return saturating_add(saturating_add(total, section), std::max<std::int64_t>(digit, 0));
 }
 
 void extract_numbers(std::string_view text, std::vector<std::string>& out) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+
 #include "edge/text_normalizer.h"
 
 namespace hengshi::cache {
@@ -87,6 +90,14 @@ TEST(HitGuardsTest, ChineseNumeralsReadAsValues) {
   EXPECT_EQ(features.numbers, (std::vector<std::string>{"35000", "15", "2008", "105", "2"}));
   // A numeral that is not a quantity (一下, 统一) is not a number.
   EXPECT_TRUE(guard_features("看一下 统一 一些").numbers.empty());
+}
+
+TEST(HitGuardsTest, StackedMultipliersSaturateInsteadOfOverflowing) {
+  // Found by hit_guards_fuzz: 千亿亿… multiplied past int64 (undefined behaviour under UBSan).
+  const auto features = guard_features("千亿亿亿亿元 五千亿亿元");
+  ASSERT_EQ(features.numbers.size(), 2U);
+  EXPECT_EQ(features.numbers[0], std::to_string(std::numeric_limits<std::int64_t>::max()));
+  EXPECT_EQ(features.numbers[1], std::to_string(std::numeric_limits<std::int64_t>::max()));
 }
 
 }  // namespace
