@@ -300,6 +300,8 @@ std::string gateway_yaml(const std::string& name, int sim_port, int members, con
        // One I/O thread each: two gateways, the sim and the load share a small machine.
        << "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", threads: 1, expose_figures: true}\n"
        << "log: {requests: \"\"}\n"
+       // The chain is measured, not the cache: the same few questions repeat all run long.
+       << "cache: {enabled: false}\n"
        << "edge: {intent_model: " << dump_text(json(model_dir)) << "}\n"
        << "pools:\n";
   for (const char* pool : {"small", "large"}) {
