@@ -69,11 +69,6 @@ std::set<std::uint64_t> bigrams(std::string_view text) {
   return out;
 }
 
-bool is_pii_reason(Reason reason) {
-  return reason == Reason::pii_pin || reason == Reason::pii_uncheckable ||
-         reason == Reason::non_text_refused;
-}
-
 std::optional<Source> source_named(std::string_view name) {
   for (Source source : {Source::edge_intent, Source::edge_intent_verified, Source::edge_llm,
                         Source::cloud_small, Source::cloud_large}) {
@@ -100,6 +95,7 @@ struct ShadowJob {
   std::string request_id;
   std::string reason;
   std::string answered_by;
+  std::string task_label;
   std::string served_intent;  // of an edge intent answer; "" = names none
   std::string served_text;
   json body;                // the client's body, not streamed (ask_cloud_small)
@@ -139,13 +135,21 @@ struct ShadowRunner::Shared {
   void record(const ShadowJob& job, const ShadowResult& result, std::int64_t ms) {
     ShadowMetrics::count(result.outcome);
     if (result.cost > 0) ShadowMetrics::add_cost(result.cost);
-    if (result.agreement) ShadowMetrics::observe_agreement(result.agreement->agreement);
+    const auto served = source_named(job.answered_by);
+    const char* served_by = served && is_edge(*served) ? "edge" : "cloud";
+    const bool agree = result.agreement && result.agreement->agreement >= kShadowAgreeAt;
+    if (result.agreement) {
+      ShadowMetrics::observe_agreement(result.agreement->agreement);
+      ShadowMetrics::count_verdict(served_by, agree, job.task_label);
+    }
     if (!log.enabled()) return;
     json line = {
         {"shadow", true},
         {"id", job.request_id},
         {"reason", job.reason},
         {"answered_by", job.answered_by},
+        {"served", served_by},
+        {"verdict", result.agreement ? json(agree ? "agree" : "disagree") : json(nullptr)},
         {"shadow_source",
          result.shadow_source.empty() ? json(nullptr) : json(result.shadow_source)},
         {"agreement", result.agreement ? json(result.agreement->agreement) : json(nullptr)},
@@ -256,6 +260,15 @@ void ShadowMetrics::add_cost(double cost) {
       .inc(cost);
 }
 
+void ShadowMetrics::count_verdict(std::string_view served, bool agree, const std::string& task_label) {
+  obs::Registry::global()
+      .counter("hengshi_shadow_verdicts_total",
+               "Shadowed answers by who served them (edge | cloud) and whether the other path agreed "
+               "(false fallback: cloud/agree; missed fallback: edge/disagree)",
+               {{"served", std::string(served)}, {"verdict", agree ? "agree" : "disagree"}, {"task_type", task_label}})
+      .inc();
+}
+
 void ShadowMetrics::observe_agreement(double value) {
   static const std::vector<double> buckets = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
   obs::Registry::global()
@@ -320,6 +333,7 @@ void ShadowRunner::offer(const asio::any_io_executor& executor, const ShadowOffe
   job.request_id = meta.request_id;
   job.reason = std::string(to_string(meta.decision.reason));
   job.answered_by = meta.answered_by;
+  job.task_label = offer.task_label;
   job.served_text = answer.content.empty() ? reply_text(answer.upstream_body) : answer.content;
   const auto served = source_named(meta.answered_by);
   if (served == Source::edge_intent || served == Source::edge_intent_verified)

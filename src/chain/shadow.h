@@ -83,7 +83,12 @@ struct ShadowOffer {
   const Answer* answer = nullptr;
   const edge::IntentPrediction* prediction = nullptr;  // null: the intent engine did not run
   bool cloud_small_allowed = true;                     // the request's key may use cloud-small
+  std::string task_label = "none";                     // bounded task type label for the metrics
 };
+
+// Agreement at or above this is "the two paths agree" for the false / missed fallback counts:
+// same intent (1) or not (0) when both name one; else the answers' text similarity.
+inline constexpr double kShadowAgreeAt = 0.5;
 
 // hengshi_shadow_* metrics, declared in one place. Outcomes: ok | error | timeout | cancelled |
 // no_other_path | skipped_pii | dropped (more than max_in_flight) | no_text (a streamed answer
@@ -92,6 +97,11 @@ struct ShadowMetrics {
   static void count(std::string_view outcome);  // hengshi_shadow_total{outcome}
   static void add_cost(double cost);            // hengshi_shadow_cost_total
   static void observe_agreement(double value);  // hengshi_shadow_agreement (histogram, 0..1)
+  // hengshi_shadow_verdicts_total{served, verdict, task_type}: served = edge | cloud (who answered
+  // the client), verdict = agree | disagree. The false fallback rate is cloud/agree over cloud/*
+  // (sent to the cloud though the edge would have passed); the missed fallback rate edge/disagree
+  // over edge/* (the edge answered and was wrong). Both series' sums are the sample counts.
+  static void count_verdict(std::string_view served, bool agree, const std::string& task_label);
 };
 
 class ShadowRunner {

@@ -170,7 +170,11 @@ int run_serve(const ServeOptions& options) {
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   asio::io_context io(threads);
 
-  auto request_log = obs::RequestLog::open(config.log.requests);
+  obs::RequestLog::Options log_options;
+  log_options.rotate_bytes = config.log.rotate_bytes;
+  log_options.rotate_age = std::chrono::seconds(config.log.rotate_age_s);
+  log_options.keep = config.log.keep;
+  auto request_log = obs::RequestLog::open(config.log.requests, log_options);
   if (!request_log) {
     spdlog::error("refusing to start: {}", request_log.error().message);
     return 2;

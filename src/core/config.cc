@@ -270,8 +270,12 @@ void apply(const YAML::Node& root, Config& config) {
     }
   }
   if (const YAML::Node log = root["log"]) {
-    reject_unknown(log, "log", {"requests"});
+    reject_unknown(log, "log", {"requests", "rotate_bytes", "rotate_age_s", "keep", "text"});
     read(log, "log", "requests", config.log.requests);
+    read(log, "log", "rotate_bytes", config.log.rotate_bytes);
+    read(log, "log", "rotate_age_s", config.log.rotate_age_s);
+    read(log, "log", "keep", config.log.keep);
+    read(log, "log", "text", config.log.text);
   }
   if (const YAML::Node server = root["server"]) {
     reject_unknown(server, "server",
@@ -421,6 +425,9 @@ Status validate_config(const Config& config) {
     positive(config.cloud.max_in_flight_response_bytes, "cloud.max_in_flight_response_bytes");
     check_chain(config.chain);
     check_cache(config.cache);
+    if (config.log.rotate_bytes < 0) throw FieldError{"log.rotate_bytes", "must be >= 0 (0 = not by size)"};
+    if (config.log.rotate_age_s < 0) throw FieldError{"log.rotate_age_s", "must be >= 0 (0 = not by age)"};
+    positive(config.log.keep, "log.keep");
     if (!config.routing.complexity_model.empty() &&
         config.routing.complexity_model.find_first_not_of(" \t") == std::string::npos) {
       throw FieldError{"routing.complexity_model", "is blank (omit it for the hand-written score)"};

@@ -122,6 +122,16 @@ struct LogConfig {
   // One JSON line per request (DESIGN.md §4): "-" = stdout, a path = append to that file,
   // "" = off (benchmarks).
   std::string requests = "-";
+  // Rotation of a file target (never of stdout): the file is renamed to FILE.1 (FILE.1 to FILE.2,
+  // ...) when the next line would take it over rotate_bytes, or rotate_age_s after it was
+  // opened; `keep` rotated files are kept, older ones deleted. 0 = no rotation by that measure.
+  std::int64_t rotate_bytes = 0;
+  std::int64_t rotate_age_s = 0;
+  int keep = 5;
+  // The last user turn and the answer's text in each line ("text": {"prompt", "answer"}): what
+  // `hengshi replay` and `hengshi flywheel export` read. Never for a request the PII detector
+  // flagged (its text may not leave the edge, nor reach a log). Off by default.
+  bool text = false;
 };
 
 // Settings shared by every pool.

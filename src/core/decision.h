@@ -96,6 +96,10 @@ std::string_view to_string(Source source);
 std::optional<Route> route_from_string(std::string_view name);
 inline bool is_cloud(Route route) { return route == Route::cloud_small || route == Route::cloud_large; }
 inline bool is_cloud(Source source) { return source == Source::cloud_small || source == Source::cloud_large; }
+// Reasons that keep a request's text on the edge (and out of the request log's text field).
+inline bool is_pii_reason(Reason reason) {
+  return reason == Reason::pii_pin || reason == Reason::pii_uncheckable || reason == Reason::non_text_refused;
+}
 inline bool is_edge(Source source) {
   return source == Source::edge_intent || source == Source::edge_intent_verified || source == Source::edge_llm;
 }

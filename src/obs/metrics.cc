@@ -78,6 +78,47 @@ const std::vector<double>& latency_buckets_seconds() {
   return buckets;
 }
 
+double histogram_quantile(const Histogram& histogram, double q) {
+  std::vector<std::uint64_t> counts(histogram.upper_bounds().size());
+  for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = histogram.bucket_count(i);
+  return bucket_quantile(histogram.upper_bounds(), counts, histogram.count(), q);
+}
+
+double bucket_quantile(const std::vector<double>& bounds, const std::vector<std::uint64_t>& counts,
+                       std::uint64_t total, double q) {
+  if (total == 0) return 0.0;
+  const double rank = std::clamp(q, 0.0, 1.0) * static_cast<double>(total);
+  double below = 0.0;  // observations in earlier buckets
+  for (std::size_t i = 0; i < bounds.size() && i < counts.size(); ++i) {
+    const double in_bucket = static_cast<double>(counts[i]);
+    if (below + in_bucket >= rank && in_bucket > 0) {
+      const double lower = i == 0 ? 0.0 : bounds[i - 1];
+      return lower + (bounds[i] - lower) * (rank - below) / in_bucket;
+    }
+    below += in_bucket;
+  }
+  return bounds.empty() ? 0.0 : bounds.back();
+}
+
+std::vector<Sample> Registry::values(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  std::vector<Sample> out;
+  auto it = families_.find(name);
+  if (it == families_.end()) return out;
+  for (const auto& [labels, c] : it->second.counters) out.push_back({labels, c->value()});
+  for (const auto& [labels, g] : it->second.gauges) out.push_back({labels, g->value()});
+  return out;
+}
+
+std::vector<std::pair<Labels, const Histogram*>> Registry::histograms(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::pair<Labels, const Histogram*>> out;
+  auto it = families_.find(name);
+  if (it == families_.end()) return out;
+  for (const auto& [labels, h] : it->second.histograms) out.emplace_back(labels, h.get());
+  return out;
+}
+
 Registry& Registry::global() {
   static Registry registry;
   return registry;

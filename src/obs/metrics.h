@@ -60,6 +60,20 @@ class Histogram {
 // Latency buckets from 50 µs to 60 s: wide enough for edge answers and slow cloud calls.
 const std::vector<double>& latency_buckets_seconds();
 
+// The q-quantile (0..1) of what `histogram` observed, interpolated linearly inside its bucket as
+// Prometheus's histogram_quantile() does; 0 when it observed nothing, the last bound past it.
+double histogram_quantile(const Histogram& histogram, double q);
+// The same over bucket counts (non-cumulative, one per bound) and a total that may include
+// observations past the last bound: how merged histograms are read.
+double bucket_quantile(const std::vector<double>& bounds, const std::vector<std::uint64_t>& counts,
+                       std::uint64_t total, double q);
+
+// One series of a counter or gauge family, read at one instant.
+struct Sample {
+  Labels labels;
+  double value = 0.0;
+};
+
 class Registry {
  public:
   // The process-wide registry.
@@ -72,6 +86,12 @@ class Registry {
 
   // Prometheus text exposition format 0.0.4.
   std::string render() const;
+
+  // What /admin/stats reads (the metrics are the one record of traffic; the stats are a view of
+  // them): every series of a counter or gauge family, and every histogram of a family (pointers
+  // stay valid for the registry's lifetime). Empty for an unknown name.
+  std::vector<Sample> values(const std::string& name) const;
+  std::vector<std::pair<Labels, const Histogram*>> histograms(const std::string& name) const;
 
  private:
   enum class Kind { counter, gauge, histogram };

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,9 @@
 #include <climits>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
 
 namespace hengshi::obs {
 
@@ -23,21 +27,35 @@ Result<std::unique_ptr<RequestLog>> RequestLog::open(const std::string& target, 
   if (!file) {
     return Error{"log_unwritable", target + ": cannot open request log: " + std::strerror(errno)};
   }
-  return to_file(file, true, options);
+  // Only a regular file rotates: renaming a FIFO or /dev/stderr would not do what was meant.
+  struct stat info {};
+  const bool regular = ::fstat(fileno(file), &info) == 0 && S_ISREG(info.st_mode);
+  return std::unique_ptr<RequestLog>(new RequestLog(file, true, options, Registry::global(),
+                                                    regular ? target : std::string(),
+                                                    regular ? info.st_size : 0));
 }
 
 std::unique_ptr<RequestLog> RequestLog::to_file(std::FILE* file, bool owned, Options options,
                                                 Registry& registry) {
-  return std::unique_ptr<RequestLog>(new RequestLog(file, owned, options, registry));
+  return std::unique_ptr<RequestLog>(new RequestLog(file, owned, options, registry, {}, 0));
 }
 
-RequestLog::RequestLog(std::FILE* file, bool owned, Options options, Registry& registry)
-    : file_(file), owned_(owned), options_(options) {
+RequestLog::RequestLog(std::FILE* file, bool owned, Options options, Registry& registry,
+                       std::string path, std::int64_t file_bytes)
+    : enabled_(file != nullptr),
+      file_(file),
+      owned_(owned),
+      path_(std::move(path)),
+      file_bytes_(file_bytes),
+      options_(options) {
   written_total_ =
       &registry.counter("hengshi_request_log_written_total", "Request log lines written");
   dropped_total_ = &registry.counter("hengshi_request_log_dropped_total",
                                      "Request log lines dropped: queue full (slow or "
                                      "blocked log file) or the write failed");
+  rotations_total_ = &registry.counter("hengshi_request_log_rotations_total",
+                                       "Request log files rotated (log.rotate_bytes / log.rotate_age_s)");
+  file_opened_ = std::chrono::steady_clock::now();
   if (file_ != nullptr) {
     // Earlier stdio output to the same file goes first; from here on the descriptor is ours.
     std::fflush(file_);
@@ -60,7 +78,7 @@ RequestLog::~RequestLog() {
 }
 
 void RequestLog::write(nlohmann::json record) {
-  if (!file_) return;
+  if (!enabled_) return;
   record["schema"] = kRequestLogSchemaVersion;
   record["ts"] = std::chrono::duration_cast<std::chrono::milliseconds>(
                      std::chrono::system_clock::now().time_since_epoch())
@@ -80,7 +98,7 @@ void RequestLog::write(nlohmann::json record) {
 }
 
 bool RequestLog::flush(std::chrono::milliseconds timeout) {
-  if (!file_) return true;
+  if (!enabled_) return true;
   std::unique_lock lock(mutex_);
   const std::uint64_t target = enqueued_;
   return drained_.wait_for(lock, timeout, [&] { return finished_ >= target; });
@@ -114,7 +132,9 @@ void RequestLog::run_writer() {
     std::string line = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
+    rotate_if_due(line.size());
     bool ok = write_line(line);
+    if (ok) file_bytes_ += static_cast<std::int64_t>(line.size());
     if (ok) {
       written_.fetch_add(1, std::memory_order_relaxed);
       written_total_->inc();
@@ -125,6 +145,39 @@ void RequestLog::run_writer() {
     ++finished_;
     drained_.notify_all();
   }
+}
+
+void RequestLog::rotate_if_due(std::size_t next_line) {
+  if (path_.empty() || file_bytes_ == 0) return;  // never an empty file, never stdout or a pipe
+  const bool too_big = options_.rotate_bytes > 0 &&
+                       file_bytes_ + static_cast<std::int64_t>(next_line) > options_.rotate_bytes;
+  const bool too_old = options_.rotate_age.count() > 0 &&
+                       std::chrono::steady_clock::now() - file_opened_ >= options_.rotate_age;
+  if (!too_big && !too_old) return;
+  auto rotated = [&](int n) { return path_ + "." + std::to_string(n); };
+  std::error_code ec;
+  std::filesystem::remove(rotated(options_.keep), ec);
+  for (int n = options_.keep - 1; n >= 1; --n) {
+    if (std::filesystem::exists(rotated(n), ec)) std::filesystem::rename(rotated(n), rotated(n + 1), ec);
+  }
+  std::filesystem::rename(path_, rotated(1), ec);
+  std::FILE* fresh = ec ? nullptr : std::fopen(path_.c_str(), "a");
+  if (fresh == nullptr) {
+    if (!rotation_failed_) {
+      spdlog::error("request log {}: cannot rotate ({}); writing on to the current file", path_,
+                    ec ? ec.message() : std::strerror(errno));
+    }
+    rotation_failed_ = true;
+    file_opened_ = std::chrono::steady_clock::now();  // try again after another period, not per line
+    return;
+  }
+  std::fclose(file_);
+  file_ = fresh;
+  file_bytes_ = 0;
+  file_opened_ = std::chrono::steady_clock::now();
+  rotation_failed_ = false;
+  rotations_.fetch_add(1, std::memory_order_relaxed);
+  rotations_total_->inc();
 }
 
 bool RequestLog::write_line(const std::string& line) {

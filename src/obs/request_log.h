@@ -12,7 +12,8 @@
 // on the rest. Lines are written whole and in write() order.
 //
 // Thread-safety: write(), flush() and the counters may be called from any thread. The FILE* is only
-// used for its descriptor (no stdio buffering); an owned file is closed on destruction.
+// used for its descriptor (no stdio buffering), by the writer thread; an owned file is closed on
+// destruction. Rotation (Options::rotate_*) happens on the writer thread between two lines.
 #pragma once
 
 #include <atomic>
@@ -41,6 +42,12 @@ class RequestLog {
     std::size_t max_queued_lines = 10'000;           // more are dropped (and counted)
     std::chrono::milliseconds flush_timeout{5'000};  // flush() and destruction wait at most this
     std::chrono::milliseconds poll_step{50};         // how often a blocked writer checks for stop
+    // Rotation, for a file opened by path (never stdout or a pipe): before a line that would take
+    // the file over rotate_bytes, or once it is rotate_age old, FILE becomes FILE.1 (FILE.1 ->
+    // FILE.2, ...; FILE.<keep> is deleted) and a fresh FILE is opened. 0 = not by that measure.
+    std::int64_t rotate_bytes = 0;
+    std::chrono::seconds rotate_age{0};
+    int keep = 5;
   };
 
   // target: "-" = stdout, "" = disabled, else a file opened for append.
@@ -53,7 +60,7 @@ class RequestLog {
   RequestLog(const RequestLog&) = delete;
   RequestLog& operator=(const RequestLog&) = delete;
 
-  bool enabled() const { return file_ != nullptr; }
+  bool enabled() const { return enabled_; }
   // Never blocks on I/O: the line is queued, or dropped when the queue is full.
   void write(nlohmann::json record);
   // Waits until every line queued so far is written (or dropped), at most `timeout`; false when the
@@ -64,19 +71,31 @@ class RequestLog {
   // This log's own counts (the metrics above sum every log of the process).
   std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
   std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  std::uint64_t rotations() const { return rotations_.load(std::memory_order_relaxed); }
 
  private:
-  RequestLog(std::FILE* file, bool owned, Options options, Registry& registry);
+  RequestLog(std::FILE* file, bool owned, Options options, Registry& registry, std::string path,
+             std::int64_t file_bytes);
   void run_writer();
   // Writes one line to the descriptor; false when the file refused it or stop came first.
   bool write_line(const std::string& line);
   void count_dropped(std::uint64_t lines);
+  // Writer thread only: rotates the file first when `next_line` bytes are due to make it too big
+  // or it is too old. A failed rename or reopen keeps writing to the file it has (logged once).
+  void rotate_if_due(std::size_t next_line);
 
-  std::FILE* file_ = nullptr;
+  const bool enabled_;
+  std::FILE* file_ = nullptr;  // after construction, the writer thread's alone (rotation swaps it)
   bool owned_ = false;
+  const std::string path_;  // set for a regular file opened by path: what rotation renames
+  std::int64_t file_bytes_ = 0;                          // writer thread only
+  std::chrono::steady_clock::time_point file_opened_;    // writer thread only
+  bool rotation_failed_ = false;                         // writer thread only: warned once
   Options options_;
   Counter* written_total_ = nullptr;
   Counter* dropped_total_ = nullptr;
+  Counter* rotations_total_ = nullptr;
+  std::atomic<std::uint64_t> rotations_{0};
   std::atomic<std::uint64_t> written_{0};
   std::atomic<std::uint64_t> dropped_{0};
 

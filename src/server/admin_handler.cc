@@ -9,6 +9,7 @@
 #include "obs/metrics.h"
 #include "server/auth_metrics.h"
 #include "server/server_metrics.h"
+#include "server/traffic_stats.h"
 
 namespace hengshi::server {
 namespace {
@@ -120,7 +121,11 @@ awaitable<void> AdminHandler::dispatch(HttpExchange& exchange, const std::string
     co_await invalidate_cache(exchange);
   } else if ((path == "/admin/cache/stats" || path == "/admin/stats") && method == http::verb::get) {
     nlohmann::json stats = cache_ ? cache_->stats() : nlohmann::json({{"enabled", false}});
-    if (path == "/admin/stats") stats = {{"cache", stats}};
+    if (path == "/admin/stats") {
+      nlohmann::json traffic = traffic_stats(obs::Registry::global());
+      traffic["cache"]["store"] = std::move(stats);
+      stats = std::move(traffic);
+    }
     std::string body = dump_text(stats);
     co_await exchange.send_json(http::status::ok, std::move(body));
   } else if (path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||

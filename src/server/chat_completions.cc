@@ -118,6 +118,34 @@ struct ChatCompletions::RequestSources {
   chain::CannedSource last_resort;
 };
 
+namespace {
+
+// The all-cloud counterfactual prices every answer at cloud-large's (its members' mean); without
+// a cloud-large pool, at the dearest pool's.
+TokenPrices all_cloud_prices(const std::map<std::string, cloud::CloudPool*>& pools) {
+  auto mean_of = [](const cloud::CloudPool& pool) {
+    TokenPrices prices;
+    const auto& members = pool.config().members;
+    for (const auto& member : members) {
+      prices.input_per_1k += member.price_input_per_1k / static_cast<double>(members.size());
+      prices.output_per_1k += member.price_output_per_1k / static_cast<double>(members.size());
+    }
+    return prices;
+  };
+  if (auto large = pools.find("cloud-large"); large != pools.end() && large->second != nullptr) {
+    return mean_of(*large->second);
+  }
+  TokenPrices dearest;
+  for (const auto& [name, pool] : pools) {
+    if (pool == nullptr) continue;
+    const TokenPrices prices = mean_of(*pool);
+    if (prices.input_per_1k + prices.output_per_1k > dearest.input_per_1k + dearest.output_per_1k) dearest = prices;
+  }
+  return dearest;
+}
+
+}  // namespace
+
 ChatCompletions::ChatCompletions(const Config& config, std::map<std::string, cloud::CloudPool*> pools,
                                  const edge::EdgeEngines& edge, router::Router& router,
                                  obs::RequestLog& request_log)
@@ -150,6 +178,7 @@ ChatCompletions::ChatCompletions(const Config& config, std::map<std::string, clo
     router_.runtime().observe_cloud_latency(pool, latency_ms, std::chrono::steady_clock::now());
   };
   chain_ = std::make_unique<chain::Chain>(config_.chain, std::move(hooks));
+  counterfactual_prices_ = all_cloud_prices(pools_);
   auto shadow_pool = pools_.find("cloud-small");
   shadow_ = std::make_unique<chain::ShadowRunner>(
       config_.chain.shadow, shadow_pool == pools_.end() ? nullptr : shadow_pool->second, log_);
@@ -374,8 +403,14 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
                                 std::chrono::duration<double>(answer.source_time).count());
   }
   if (!delivered) ServerMetrics::count_disconnect(request.stream ? "streaming" : "writing_response");
+  // A cloud answer's text is in the upstream body it passed through; a stream's went out in pieces.
+  const std::string answer_text =
+      result.streamed || !config_.log.text ? std::string()
+      : answer.content.empty()             ? chain::reply_text(answer.upstream_body)
+                                           : answer.content;
   log_request(exchange, request, meta, delivered ? "ok" : "client_closed", answer.usage,
-              std::chrono::duration_cast<std::chrono::microseconds>(answer.ttft).count());
+              std::chrono::duration_cast<std::chrono::microseconds>(answer.ttft).count(),
+              result.streamed ? nullptr : &answer_text);
   if (delivered) {
     // After the client has its answer: the shadow copies what it needs and runs detached.
     chain::ShadowOffer shadow;
@@ -384,6 +419,7 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
     shadow.answer = &answer;
     shadow.prediction = prediction;
     shadow.cloud_small_allowed = key == nullptr || key->allows_pool("cloud-small");
+    shadow.task_label = task_label(request);
     const auto executor = co_await asio::this_coro::executor;
     shadow_->offer(executor, shadow);
   }
@@ -429,10 +465,27 @@ void ChatCompletions::prepare_cache(const HttpExchange& exchange, const ChatRequ
   if (control.no_cache) meta.decision.figures["cache_skipped"] = "no-cache";
 }
 
+std::string ChatCompletions::task_label(const ChatRequest& request) const {
+  // A label only for task types the policy knows: callers choose the string, series must stay few.
+  if (request.hengshi.task_type.empty()) return "none";
+  bool unknown = false;
+  (void)router_.policy()->capabilities.row(request.hengshi.task_type, &unknown);
+  return unknown ? "other" : request.hengshi.task_type;
+}
+
 void ChatCompletions::log_request(const HttpExchange& exchange, const ChatRequest& request,
                                   const ResponseMeta& meta, const std::string& outcome,
-                                  const chain::TokenCounts& usage, std::int64_t ttft_us) {
+                                  const chain::TokenCounts& usage, std::int64_t ttft_us,
+                                  const std::string* answer_text) {
   charge_key(exchange, meta, usage);
+  const auto policy = router_.policy();
+  const std::int64_t total_us = micros_since(exchange.received_at());
+  const RequestOutcome result =
+      outcome_of(meta, exchange.status(), task_label(request), static_cast<double>(total_us) / 1e6,
+                 request.stream && ttft_us > 0 ? std::optional<double>(static_cast<double>(ttft_us) / 1e6)
+                                               : std::nullopt,
+                 usage.prompt, usage.completion, counterfactual_prices_);
+  OutcomeMetrics::record(result);
   if (!log_.enabled()) return;
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   json record = meta.to_json();
@@ -442,12 +495,22 @@ void ChatCompletions::log_request(const HttpExchange& exchange, const ChatReques
   record["status"] = exchange.status();
   record["stream"] = request.stream;
   // Caller-chosen text: a phone number used as a session id must not reach the log.
-  const auto policy = router_.policy();
   record["session"] = or_null(policy->pii.redact(request.hengshi.session_id));
   record["task_type"] = or_null(policy->pii.redact(request.hengshi.task_type));
   record["requested_model"] = policy->pii.redact(request.model);
-  record["latency_us"] = {{"total", micros_since(exchange.received_at())}, {"ttft", ttft_us}};
+  record["latency_us"] = {{"total", total_us}, {"ttft", ttft_us}};
   record["tokens"] = {{"prompt", usage.prompt}, {"completion", usage.completion}};
+  record["cost_all_cloud_large"] = result.all_cloud_large_cost;
+  record["entered_edge"] = result.entered_edge;
+  record["versions"] = {{"policy", policy->version},
+                        {"edge_intent", or_null(edge_.intent ? edge_.intent_model_id() : std::string())},
+                        {"edge_llm", or_null(edge_.llm ? edge_.llm_model_id() : std::string())}};
+  if (config_.log.text && !is_pii_reason(meta.decision.reason) && !meta.decision.figures.contains("pii") &&
+      !meta.decision.figures.contains("non_text_parts")) {
+    // What replay and the flywheel read; never for a request whose text may not leave the edge.
+    record["text"] = {{"prompt", request.last_user_text()},
+                      {"answer", answer_text != nullptr ? json(*answer_text) : json(nullptr)}};
+  }
   log_.write(std::move(record));
 }
 

@@ -24,6 +24,7 @@
 #include "server/http_exchange.h"
 #include "server/fleet_limits.h"
 #include "server/rate_limiter.h"
+#include "server/request_outcome.h"
 
 namespace hengshi::server {
 
@@ -56,8 +57,13 @@ class ChatCompletions {
   // What the cache may do for this request (read, write, neither) and its query.
   void prepare_cache(const HttpExchange& exchange, const ChatRequest& request, ResponseMeta& meta,
                      chain::CacheStage& stage);
+  // The request's task type as a metric label: the policy's own names, "other" or "none".
+  std::string task_label(const ChatRequest& request) const;
+  // The one place every path ends: the request's metrics (RequestOutcome), its key's charge and
+  // its log line. `answer_text`: the answer, for the log's opt-in text (null: none or streamed).
   void log_request(const HttpExchange& exchange, const ChatRequest& request, const ResponseMeta& meta,
-                   const std::string& outcome, const chain::TokenCounts& usage, std::int64_t ttft_us);
+                   const std::string& outcome, const chain::TokenCounts& usage, std::int64_t ttft_us,
+                   const std::string* answer_text = nullptr);
   // Charges the request's key (if any) with its tokens and cost; called from log_request, the
   // one place every path ends.
   void charge_key(const HttpExchange& exchange, const ResponseMeta& meta, const chain::TokenCounts& usage);
@@ -68,6 +74,7 @@ class ChatCompletions {
   router::Router& router_;
   obs::RequestLog& log_;
   std::vector<std::string> pool_names_;
+  TokenPrices counterfactual_prices_;  // cloud-large's, for the all-cloud counterfactual
   KeyLimits* key_limits_ = nullptr;
   FleetLimits* fleet_limits_ = nullptr;  // when set, it counts instead of key_limits_
   chain::OfflineMode* offline_ = nullptr;

@@ -25,6 +25,8 @@ struct GatewayOptions {
   // Most tests count upstream calls for repeated questions: the cache is off unless a test
   // brings its own cache section.
   std::string cache_yaml = "cache: {enabled: false}\n";
+  std::string log_yaml;           // appended under log: (rotation, text)
+  std::string large_member_yaml;  // appended to cloud-large's member (e.g. its prices)
 };
 
 class GatewayFixture : public ::testing::Test {
@@ -47,6 +49,7 @@ class GatewayFixture : public ::testing::Test {
                                 << "  admin_listen: 127.0.0.1:0\n"
                                 << options.extra_server_yaml << "log:\n"
                                 << "  requests: " << log_path_ << "\n"
+                                << options.log_yaml
                                 << "pools:\n"
                                 << "  cloud-small:\n"
                                 << "    members:\n"
@@ -63,6 +66,7 @@ class GatewayFixture : public ::testing::Test {
                                 << "      - name: large-1\n"
                                 << "        base_url: " << large_->base_url() << "/v1\n"
                                 << "        model: sim-large\n"
+                                << options.large_member_yaml
                                 << options.cache_yaml << options.extra_yaml;
     gateway_ = std::make_unique<ChildProcess>(
         ChildProcess::start({binary_path("src/cli/hengshi"), "serve", "--config", config_path_}));

@@ -1,0 +1,112 @@
+#include "server/request_outcome.h"
+
+#include "obs/metrics.h"
+
+namespace hengshi::server {
+namespace {
+
+bool is_edge_source_name(std::string_view name) {
+  return name == to_string(Source::edge_intent) || name == to_string(Source::edge_intent_verified) ||
+         name == to_string(Source::edge_llm);
+}
+
+// Who answered, in the few values a dashboard shows: the edge, a pool, the cache, the gateway.
+std::string answered_by_label(const ResponseMeta& meta) {
+  if (meta.answered_by.empty()) return "none";
+  if (is_edge_source_name(meta.answered_by)) return "edge";
+  if (meta.answered_by == to_string(Source::cloud_small) || meta.answered_by == to_string(Source::cloud_large) ||
+      meta.answered_by == to_string(Source::cache)) {
+    return meta.answered_by;
+  }
+  return "gateway";  // the hand-off, the safe reply, the last resort
+}
+
+bool walked_an_edge_step(const ResponseMeta& meta) {
+  for (const HopRecord& hop : meta.hops) {
+    if (is_edge(hop.source) && !hop.outcome.starts_with("skipped")) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+RequestOutcome outcome_of(const ResponseMeta& meta, int status, std::string task_label, double seconds,
+                          std::optional<double> ttft_seconds, std::int64_t prompt_tokens,
+                          std::int64_t completion_tokens, const TokenPrices& counterfactual) {
+  RequestOutcome out;
+  out.route = std::string(to_string(meta.decision.route));
+  out.reason = std::string(to_string(meta.decision.reason));
+  const bool answered = meta.answer_kind.has_value();
+  out.level = answered ? std::string(to_string(static_cast<Level>(meta.level))) : "none";
+  out.kind = answered ? std::string(to_string(*meta.answer_kind)) : "error";
+  out.answered_by = answered_by_label(meta);
+  out.task_type = std::move(task_label);
+  out.status = status;
+  const bool cache_hit = meta.answered_by == to_string(Source::cache);
+  const FallbackType type = meta.decision.fallback_type;
+  out.entered_edge = !cache_hit && (walked_an_edge_step(meta) || type == FallbackType::quality ||
+                                    type == FallbackType::timeout);
+  if (out.entered_edge && !is_edge_source_name(meta.answered_by)) {
+    out.fallback = type == FallbackType::none || type == FallbackType::capability ? "error"
+                                                                                   : std::string(to_string(type));
+  }
+  out.seconds = seconds;
+  out.ttft_seconds = ttft_seconds;
+  out.cost = meta.cost.value_or(0.0);
+  if (answered) out.all_cloud_large_cost = counterfactual.cost(prompt_tokens, completion_tokens);
+  return out;
+}
+
+void OutcomeMetrics::record(const RequestOutcome& outcome) {
+  auto& registry = obs::Registry::global();
+  registry
+      .counter("hengshi_requests_total",
+               "Chat requests by decision route and reason, the level and kind of their answer "
+               "(model | canned | handoff | stale | error), task type and HTTP status",
+               {{"route", outcome.route},
+                {"reason", outcome.reason},
+                {"level", outcome.level},
+                {"kind", outcome.kind},
+                {"task_type", outcome.task_type},
+                {"status", std::to_string(outcome.status)}})
+      .inc();
+  registry
+      .counter("hengshi_answered_total",
+               "Chat requests by who answered (edge | cloud-small | cloud-large | cache | gateway | none) "
+               "and answer kind",
+               {{"by", outcome.answered_by}, {"kind", outcome.kind}})
+      .inc();
+  registry
+      .histogram("hengshi_request_seconds", "Chat request total latency by decision route and answering level",
+                 {{"route", outcome.route}, {"level", outcome.level}})
+      .observe(outcome.seconds);
+  if (outcome.ttft_seconds) {
+    registry
+        .histogram("hengshi_request_ttft_seconds",
+                   "Streamed chat requests: time to the first content chunk, by route and level",
+                   {{"route", outcome.route}, {"level", outcome.level}})
+        .observe(*outcome.ttft_seconds);
+  }
+  if (outcome.entered_edge) {
+    registry
+        .counter("hengshi_edge_entered_total",
+                 "Chat requests that entered the edge (the denominator of the edge fallback rate)",
+                 {{"task_type", outcome.task_type}})
+        .inc();
+    if (!outcome.fallback.empty()) {
+      registry
+          .counter("hengshi_edge_fallbacks_total",
+                   "Requests that entered the edge and were answered elsewhere, by fallback type "
+                   "(quality | timeout | error) and task type",
+                   {{"fallback_type", outcome.fallback}, {"task_type", outcome.task_type}})
+          .inc();
+    }
+  }
+  static obs::Counter& counterfactual = registry.counter(
+      "hengshi_cost_all_cloud_large_total",
+      "What the answered requests would have cost at cloud-large's prices (the all-cloud "
+      "counterfactual of hengshi_cost_total)");
+  counterfactual.inc(outcome.all_cloud_large_cost);
+}
+
+}  // namespace hengshi::server

@@ -1,0 +1,130 @@
+// The operator's view through the real gateway: /admin/stats and /metrics after real traffic
+// (answer kinds apart from statuses, the route mix, the edge fallback rate over the requests that
+// entered the edge, the shadow's false-fallback samples, billed cost against the all-cloud-large
+// counterfactual), and the request log's opt-in text and versions — never for a PII request.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "integration/demo_intent_fixture.h"
+
+namespace hengshi::testing {
+namespace {
+
+using nlohmann::json;
+
+class GatewayOperateTest : public DemoIntentFixture {
+ protected:
+  void TearDown() override {
+    GatewayFixture::TearDown();
+    if (!policy_path_.empty()) std::remove(policy_path_.c_str());
+  }
+
+  // Every in-scope question lands in the middle band and goes to cloud-small (a quality fallback
+  // after the edge was consulted); every such answer is shadowed by the edge's prediction.
+  void start_middle_band_to_cloud() {
+    policy_path_ = temp_path("operate-policy.yaml");
+    std::ofstream(policy_path_) << "confidence:\n  default_band: {high: 1.0, low: 0.0}\n"
+                                << "  middle_band_route: cloud-small\n";
+    GatewayOptions options;
+    options.extra_yaml = "edge:\n  intent_model: " + *model_dir_ + "\nrouting:\n  policy_file: " + policy_path_ +
+                         "\nchain:\n  shadow:\n    sample_rate: 1.0\n";
+    options.log_yaml = "  text: true\n";
+    options.large_member_yaml = "        price_input_per_1k: 10.0\n        price_output_per_1k: 30.0\n";
+    start(options);
+  }
+
+  std::vector<json> request_lines() {
+    std::ifstream in(log_path_);
+    std::vector<json> out;
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      json record = json::parse(line);
+      if (!record.value("shadow", false)) out.push_back(std::move(record));
+    }
+    return out;
+  }
+  json stats() {
+    auto reply = admin_get("/admin/stats");
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return reply.json();
+  }
+
+  std::string policy_path_;
+};
+
+TEST_F(GatewayOperateTest, StatsCountRoutesCostFallbacksAndShadowSamplesFromRealTraffic) {
+  start_middle_band_to_cloud();
+  const std::vector<std::string> questions = {"我的订单到哪了", "退款什么时候到账", "运费多少", "忘记密码了"};
+  for (const auto& question : questions) {
+    auto reply = chat(user_message("auto", question + " [[sim:reply=yes]]"));
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    ASSERT_EQ(reply.json()["hengshi"]["answered_by"], "cloud-small") << reply.body;
+    ASSERT_EQ(reply.json()["hengshi"]["fallback_type"], "quality") << reply.body;
+  }
+  const double n = static_cast<double>(questions.size());
+  // The shadows run after each answer: wait for all their verdicts.
+  ASSERT_TRUE(wait_until([&] { return stats()["shadow"]["false_fallback"]["samples"] == n; })) << stats().dump(2);
+
+  const json s = stats();
+  EXPECT_EQ(s["requests"], n);
+  EXPECT_EQ(s["answers"]["model"], n);
+  EXPECT_EQ(s["answers"]["canned"], 0.0);
+  EXPECT_DOUBLE_EQ(s["routes"]["cloud-small"]["share"].get<double>(), 1.0) << s.dump(2);
+  // Every request entered the edge (its model was consulted) and fell back for quality.
+  EXPECT_EQ(s["edge_fallback"]["entered"], n);
+  EXPECT_DOUBLE_EQ(s["edge_fallback"]["rate"].get<double>(), 1.0);
+  EXPECT_EQ(s["edge_fallback"]["by_type"]["quality"], n);
+  // "yes" is not the FAQ answer the edge would have given: no false fallback, over n samples;
+  // nothing was served by the edge, so its missed-fallback rate has no samples and no value.
+  EXPECT_DOUBLE_EQ(s["shadow"]["false_fallback"]["rate"].get<double>(), 0.0);
+  EXPECT_TRUE(s["shadow"]["missed_fallback"]["rate"].is_null());
+  EXPECT_EQ(s["shadow"]["missed_fallback"]["samples"], 0.0);
+  // Billed at cloud-small's prices (1/2 per 1k), counterfactual at cloud-large's (10/30).
+  const double billed = s["cost"]["billed"].get<double>();
+  const double all_large = s["cost"]["all_cloud_large"].get<double>();
+  EXPECT_GT(billed, 0.0);
+  EXPECT_GT(all_large, 5 * billed);
+  EXPECT_NEAR(s["cost"]["saved"].get<double>(), all_large - billed, 1e-9);
+  EXPECT_EQ(s["latency"]["cloud-small"]["requests"], questions.size());
+  EXPECT_EQ(s["offline"], false);
+  EXPECT_EQ(s["breakers"]["cloud-small/small-1"], "closed");
+
+  const std::string metrics = admin_get("/metrics").body;
+  EXPECT_NE(metrics.find("hengshi_requests_total{route=\"cloud-small\",reason=\"middle_band\",level=\"L2\","
+                         "kind=\"model\",task_type=\"none\",status=\"200\"} 4"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("hengshi_edge_entered_total{task_type=\"none\"} 4"), std::string::npos);
+
+  // The log: every line has its versions and counterfactual; text because log.text is on.
+  ASSERT_TRUE(wait_until([&] { return request_lines().size() == questions.size(); }));
+  const auto lines = request_lines();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["schema"], 1);
+    EXPECT_EQ(lines[i]["text"]["prompt"], questions[i] + " [[sim:reply=yes]]") << lines[i].dump();
+    EXPECT_EQ(lines[i]["text"]["answer"], "yes");
+    EXPECT_TRUE(lines[i]["versions"]["edge_intent"].is_string()) << lines[i].dump();
+    EXPECT_TRUE(lines[i]["versions"]["policy"].is_string());
+    EXPECT_GT(lines[i]["cost_all_cloud_large"].get<double>(), lines[i]["cost"].get<double>());
+    EXPECT_EQ(lines[i]["entered_edge"], true);
+  }
+}
+
+TEST_F(GatewayOperateTest, APiiRequestNeverHasItsTextInTheLogEvenWithLogTextOn) {
+  start_middle_band_to_cloud();
+  auto reply = chat(user_message("auto", "我的手机号是13812345678，订单到哪了"));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  ASSERT_TRUE(wait_until([&] { return request_lines().size() == 1; }));
+  const json line = request_lines()[0];
+  EXPECT_FALSE(line.contains("text")) << line.dump();
+  std::ifstream in(log_path_);
+  std::stringstream all;
+  all << in.rdbuf();
+  EXPECT_EQ(all.str().find("13812345678"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hengshi::testing
