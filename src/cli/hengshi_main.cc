@@ -8,6 +8,7 @@
 #include "cli/calibrate_command.h"
 #include "cli/hash_key_command.h"
 #include "cli/make_test_model_command.h"
+#include "cli/replay_command.h"
 #include "cli/route_command.h"
 #include "cli/serve_command.h"
 #include "cli/train_command.h"
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   hengshi::cli::add_calibrate_command(app, exit_code);
   hengshi::cli::add_make_test_model_command(app, exit_code);
   hengshi::cli::add_route_command(app, exit_code);
+  hengshi::cli::add_replay_command(app, exit_code);
   hengshi::cli::add_hash_key_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -113,6 +113,55 @@ TEST_F(GatewayOperateTest, StatsCountRoutesCostFallbacksAndShadowSamplesFromReal
   }
 }
 
+TEST_F(GatewayOperateTest, ReplayReRunsTheLoggedTrafficThroughACandidateModel) {
+  start_middle_band_to_cloud();
+  // The cloud (the sim) answers each question with the FAQ's own answer: the candidate's edge
+  // answer would have passed, so each of these cloud calls was a false fallback.
+  const std::vector<std::pair<std::string, std::string>> faq = {
+      {"我要退款", "refund_request"}, {"运费多少", "shipping_cost"}, {"忘记密码了", "password_reset"}};
+  for (const auto& [question, intent] : faq) {
+    auto reply = chat(user_message("auto", question));
+    ASSERT_EQ(reply.status, 200) << reply.body;
+  }
+  auto other = chat(user_message("auto", "今天天气怎么样 [[sim:reply=晴天]]"));
+  ASSERT_EQ(other.status, 200) << other.body;
+  ASSERT_TRUE(wait_until([&] { return request_lines().size() == faq.size() + 1; }));
+  gateway_.reset();  // the log is complete and closed
+
+  // Labels say what each question is; the weather question is out of scope.
+  const std::string labels = temp_path("replay-labels.jsonl");
+  {
+    std::ofstream out(labels);
+    for (const auto& [question, intent] : faq) out << json{{"text", question}, {"intent", intent}}.dump() << "\n";
+  }
+  auto run = ChildProcess::run({binary_path("src/cli/hengshi"), "replay", "--log", log_path_, "--model", *model_dir_,
+                                "--labels", labels, "--target-precision", "0.9", "--json"});
+  std::remove(labels.c_str());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const json report = json::parse(run.stdout_text);
+  EXPECT_EQ(report["requests"], faq.size() + 1);
+  EXPECT_EQ(report["with_text"], faq.size() + 1);
+  EXPECT_EQ(report["reference_kinds"]["label"], faq.size()) << report.dump(2);
+  // Production sent everything to cloud-small; the candidate at the default band (0.85) keeps
+  // what it is sure of at the edge, and every row it judged carries a sample.
+  EXPECT_EQ(report["production"]["requests"]["cloud-small"], faq.size() + 1);
+  const json overall = report["overall"];
+  EXPECT_EQ(overall["false_fallback"]["samples"].get<std::size_t>() + overall["missed_fallback"]["samples"].get<std::size_t>(),
+            overall["rows"].get<std::size_t>());
+  std::size_t binned = 0;
+  for (const auto& bin : overall["bins"]) binned += bin["rows"].get<std::size_t>();
+  EXPECT_EQ(binned, overall["rows"].get<std::size_t>());
+  // The demo model knows these FAQ questions: a threshold reaches 90% on them.
+  EXPECT_TRUE(overall["chosen_threshold"].is_number()) << overall.dump(2);
+  EXPECT_LE(report["candidate"]["cost"].get<double>(), report["production"]["cost"].get<double>() + 1e-12);
+
+  // The table form prints the same report for a person.
+  auto table = ChildProcess::run({binary_path("src/cli/hengshi"), "replay", "--log", log_path_, "--model", *model_dir_});
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.stdout_text.find("false fallback"), std::string::npos) << table.stdout_text;
+  EXPECT_NE(table.stdout_text.find("route mix"), std::string::npos);
+}
+
 TEST_F(GatewayOperateTest, APiiRequestNeverHasItsTextInTheLogEvenWithLogTextOn) {
   start_middle_band_to_cloud();
   auto reply = chat(user_message("auto", "我的手机号是13812345678，订单到哪了"));
