@@ -16,6 +16,7 @@ struct Judged {
   double confidence = 0.0;
   bool passed = false;  // the candidate's edge answer would have been right
   bool to_edge = false;  // the candidate's thresholds would serve it at the edge
+  bool answers = false;  // the candidate has an edge answer at all (in scope, with an answer)
 };
 
 std::string route_label(const LoggedRequest& row) {
@@ -30,7 +31,10 @@ GroupReport summarise(std::vector<const Judged*> rows, double target) {
   out.rows = rows.size();
   for (std::size_t i = 0; i + 1 < std::size(kBinEdges); ++i) out.bins.push_back({kBinEdges[i], kBinEdges[i + 1], 0, 0});
   for (const Judged* row : rows) {
+    // Only rows with an edge answer have a confidence worth binning; the others (out of scope,
+    // no canned answer) always go to the cloud and count only as fallback samples.
     for (auto& bin : out.bins) {
+      if (!row->answers) break;
       if (row->confidence >= bin.low && row->confidence < bin.high) {
         ++bin.rows;
         if (row->passed) ++bin.passed;
@@ -46,6 +50,7 @@ GroupReport summarise(std::vector<const Judged*> rows, double target) {
     }
   }
   // The lowest confidence at which the rows at or above it pass at the target rate.
+  std::erase_if(rows, [](const Judged* row) { return !row->answers; });
   std::sort(rows.begin(), rows.end(), [](const Judged* a, const Judged* b) { return a->confidence > b->confidence; });
   std::size_t passed = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -55,7 +60,7 @@ GroupReport summarise(std::vector<const Judged*> rows, double target) {
     const double precision = static_cast<double>(passed) / static_cast<double>(i + 1);
     if (precision >= target) {
       out.chosen_threshold = rows[i]->confidence;
-      out.chosen_share = static_cast<double>(i + 1) / static_cast<double>(rows.size());
+      out.chosen_share = static_cast<double>(i + 1) / static_cast<double>(out.rows);
       out.chosen_precision = precision;
     }
   }
@@ -126,6 +131,7 @@ ReplayReport replay(const std::vector<LoggedRequest>& rows, const ReplayInputs& 
     j.task_type = row.task_type.empty() ? "none" : row.task_type;
     j.intent = candidate.out_of_scope ? "__oos__" : candidate.intent;
     j.confidence = candidate.confidence;
+    j.answers = answers;
     j.to_edge = answers && candidate.confidence >= inputs.edge_threshold(row.task_type, candidate.intent);
     if (j.to_edge) {
       ++report.candidate.requests["edge"];
