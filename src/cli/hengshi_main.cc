@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/calibrate_command.h"
+#include "cli/flywheel_command.h"
 #include "cli/hash_key_command.h"
 #include "cli/make_test_model_command.h"
 #include "cli/replay_command.h"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   hengshi::cli::add_make_test_model_command(app, exit_code);
   hengshi::cli::add_route_command(app, exit_code);
   hengshi::cli::add_replay_command(app, exit_code);
+  hengshi::cli::add_flywheel_command(app, exit_code);
   hengshi::cli::add_hash_key_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -1,15 +1,22 @@
 #include "cli/train_command.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <random>
 
+#include <nlohmann/json.hpp>
+
+#include "edge/flywheel.h"
 #include "edge/intent_trainer.h"
 
 namespace hengshi::cli {
 namespace {
 
 struct TrainArgs {
-  std::string data;
+  std::vector<std::string> data;
+  bool unreviewed = false;
   std::string out;
   std::string answers;
   double holdout = 0.1;
@@ -20,9 +27,70 @@ struct TrainArgs {
   double assumed_oos_share = edge::TrainOptions{}.assumed_oos_share;
 };
 
+// One data file for the trainer: each --data file checked against its review (a flywheel export
+// trains only once a person has marked its sample), rows marked bad left out, files joined.
+// Returns the path to train on; `scratch` is set when that is a temporary file to delete.
+Result<std::string> training_data(const TrainArgs& args, std::string& scratch) {
+  std::vector<edge::ReviewState> reviews;
+  bool rewrite = args.data.size() > 1;
+  for (const auto& path : args.data) {
+    auto review = edge::read_review_state(path);
+    if (!review) return review.error();
+    if (review->is_export) {
+      std::fprintf(stderr, "hengshi train: %s is a flywheel export: %zu of %zu sampled rows reviewed, %zu marked bad\n",
+                   path.c_str(), review->reviewed, review->sampled, review->bad_texts.size());
+      if (review->reviewed < review->sampled && !args.unreviewed) {
+        return Error{"export_unreviewed",
+                     path + ": its review sample (" + edge::review_path_of(path) + ") has " +
+                         std::to_string(review->sampled - review->reviewed) +
+                         " row(s) without a verdict; mark each \"ok\" or \"bad\", or pass --unreviewed"};
+      }
+      if (review->reviewed > 0) {
+        std::fprintf(stderr, "hengshi train: %s: %.1f%% of the reviewed sample was bad\n", path.c_str(),
+                     100.0 * static_cast<double>(review->bad_texts.size()) / static_cast<double>(review->reviewed));
+      }
+      rewrite = rewrite || !review->bad_texts.empty();
+    }
+    reviews.push_back(std::move(*review));
+  }
+  if (!rewrite) return args.data.front();
+  std::random_device entropy;
+  scratch = (std::filesystem::temp_directory_path() / ("hengshi-train-" + std::to_string(entropy()) + ".jsonl")).string();
+  std::ofstream out(scratch, std::ios::trunc);
+  for (std::size_t i = 0; i < args.data.size(); ++i) {
+    std::ifstream in(args.data[i]);
+    if (!in) return Error{"data_unreadable", args.data[i] + ": cannot open"};
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!reviews[i].bad_texts.empty()) {
+        const auto row = nlohmann::json::parse(line, nullptr, false);
+        if (row.is_object() && row.contains("text") && row["text"].is_string() &&
+            reviews[i].bad_texts.count(row["text"].get<std::string>())) {
+          continue;  // a person said this answer is wrong
+        }
+      }
+      out << line << '\n';
+    }
+  }
+  if (!out.flush()) return Error{"data_unreadable", scratch + ": cannot write the joined data"};
+  return scratch;
+}
+
 int run_train(const TrainArgs& args) {
+  std::string scratch;
+  auto data = training_data(args, scratch);
+  if (!data) {
+    std::fprintf(stderr, "hengshi train: %s\n", data.error().message.c_str());
+    return 2;
+  }
+  struct RemoveScratch {
+    const std::string& path;
+    ~RemoveScratch() {
+      if (!path.empty()) std::remove(path.c_str());
+    }
+  } remove_scratch{scratch};
   edge::TrainOptions options;
-  options.data_path = args.data;
+  options.data_path = *data;
   options.out_dir = args.out;
   options.holdout = args.holdout;
   options.quantize = args.quantize;
@@ -77,8 +145,11 @@ int run_train(const TrainArgs& args) {
 void add_train_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* train = app.add_subcommand("train", "Train an intent model directory from JSON Lines");
-  train->add_option("--data", args->data, "rows {\"text\", \"intent\", \"answer\"?}; __oos__ = out of scope")
+  train->add_option("--data", args->data,
+                    "rows {\"text\", \"intent\", \"answer\"?}; __oos__ = out of scope (repeat to join files)")
       ->required();
+  train->add_flag("--unreviewed", args->unreviewed,
+                  "train on a flywheel export whose review sample is not fully marked");
   train->add_option("--out", args->out, "model directory to write (replaced atomically)")->required();
   train->add_option("--holdout", args->holdout, "share of rows held out for calibration and metrics")
       ->check(CLI::Range(0.0, 0.5));

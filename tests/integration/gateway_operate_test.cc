@@ -4,7 +4,9 @@
 // counterfactual), and the request log's opt-in text and versions — never for a PII request.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "integration/demo_intent_fixture.h"
@@ -160,6 +162,78 @@ TEST_F(GatewayOperateTest, ReplayReRunsTheLoggedTrafficThroughACandidateModel) {
   ASSERT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.stdout_text.find("false fallback"), std::string::npos) << table.stdout_text;
   EXPECT_NE(table.stdout_text.find("route mix"), std::string::npos);
+}
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<json> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(json::parse(line));
+  }
+  return out;
+}
+
+TEST_F(GatewayOperateTest, FlywheelExportsAgreedCloudAnswersAndTrainWaitsForTheReview) {
+  start_middle_band_to_cloud();
+  // The cloud answers three FAQ questions as the edge would (the shadow agrees: labelled rows),
+  // one question the edge has no answer for (unlabelled), one twice (a duplicate), and one with
+  // a phone number (never exported).
+  std::map<std::string, std::string> faq_answers;  // question → the FAQ's answer
+  for (const auto& row : read_jsonl(source_path("data/demo_faq.jsonl"))) {
+    if (row.contains("answer")) faq_answers[row["text"].get<std::string>()] = row["answer"].get<std::string>();
+  }
+  const std::vector<std::pair<std::string, std::string>> agreed = {{"我要退款", faq_answers.at("我要退款")},
+                                                                   {"运费多少", faq_answers.at("运费多少")},
+                                                                   {"忘记密码了", faq_answers.at("忘记密码了")}};
+  std::vector<std::string> prompts;
+  for (const auto& [question, answer] : agreed) prompts.push_back(question + " [[sim:reply=" + answer + "]]");
+  prompts.push_back(prompts[0]);
+  prompts.push_back("今天天气怎么样 [[sim:reply=晴天]]");
+  prompts.push_back("我的手机号是13812345678，订单到哪了");
+  for (const auto& prompt : prompts) ASSERT_EQ(chat(user_message("auto", prompt)).status, 200);
+  // A verdict for each answer whose question the edge could answer (not the weather, not PII).
+  ASSERT_TRUE(wait_until([&] { return stats()["shadow"]["false_fallback"]["samples"] == 4.0; })) << stats().dump(2);
+  ASSERT_TRUE(wait_until([&] { return request_lines().size() == prompts.size(); }));
+  gateway_.reset();
+
+  const std::string out = temp_path("flywheel.jsonl");
+  const std::string hengshi = binary_path("src/cli/hengshi");
+  auto exported = ChildProcess::run({hengshi, "flywheel", "export", "--log", log_path_, "--out", out,
+                                     "--review-sample", "0.5"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto rows = read_jsonl(out);
+  ASSERT_EQ(rows.size(), agreed.size()) << exported.output;
+  for (const auto& row : rows) {
+    EXPECT_TRUE(row["intent"].is_string()) << row.dump();
+    EXPECT_EQ(row["text"].get<std::string>().find("13812345678"), std::string::npos);
+  }
+  EXPECT_EQ(rows[0]["intent"], "refund_request");
+  EXPECT_EQ(read_jsonl(out + ".unlabelled.jsonl").size(), 1u) << "the weather question";
+  auto review = read_jsonl(out + ".review.jsonl");
+  ASSERT_EQ(review.size(), 2u) << "at least half of 3 rows";
+  for (const auto& row : review) EXPECT_TRUE(row["verdict"].is_null());
+
+  // An export whose review sample is not marked does not train.
+  const std::string model = temp_path("flywheel-model");
+  const std::vector<std::string> train = {hengshi, "train", "--data", source_path("data/demo_faq.jsonl"), "--data", out,
+                                          "--out", model, "--search-budget", "0", "--no-oos-score"};
+  auto refused = ChildProcess::run(train);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("without a verdict"), std::string::npos) << refused.output;
+
+  // Marked (one row bad): it trains, and says how much of the sample was bad.
+  review[0]["verdict"] = "ok";
+  review[1]["verdict"] = "bad";
+  {
+    std::ofstream rewrite(out + ".review.jsonl", std::ios::trunc);
+    for (const auto& row : review) rewrite << row.dump() << "\n";
+  }
+  auto trained = ChildProcess::run(train);
+  EXPECT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("50.0% of the reviewed sample was bad"), std::string::npos) << trained.output;
+  for (const char* suffix : {"", ".review.jsonl", ".unlabelled.jsonl"}) std::remove((out + suffix).c_str());
+  std::filesystem::remove_all(model);
 }
 
 TEST_F(GatewayOperateTest, APiiRequestNeverHasItsTextInTheLogEvenWithLogTextOn) {
