@@ -8,31 +8,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/free_port.h"
 #include "support/raw_socket.h"
 #include "support/wait_until.h"
 
 namespace hengshi::testing {
-namespace {
-
-// A port the kernel just handed out: free, unless someone takes it in the instant before Redis
-// binds it (then Redis exits and the caller tries another).
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-}  // namespace
 
 RedisServer::RedisServer() {
   const std::string binary = "/usr/bin/redis-server";
