@@ -8,6 +8,7 @@
 #include "core/json_text.h"
 #include "obs/metrics.h"
 #include "server/auth_metrics.h"
+#include "server/dashboard_page.h"
 #include "server/server_metrics.h"
 #include "server/traffic_stats.h"
 
@@ -88,8 +89,10 @@ awaitable<void> AdminHandler::handle(HttpExchange& exchange) {
                    {}};
     std::string body = error.body();
     co_await exchange.send_json(http::status::forbidden, std::move(body));
-  } else if (!token_.empty() &&
+  } else if (!token_.empty() && !(path == "/" && request.method() == http::verb::get) &&
              !same_secret(bearer_token(to_std(request[http::field::authorization])), token_)) {
+    // The dashboard page holds no data (it asks for the token to read /admin/stats): served
+    // without the token, behind the same Host and Origin checks.
     AuthMetrics::count_failure("admin_token");
     ApiError error{
         401,
@@ -102,7 +105,7 @@ awaitable<void> AdminHandler::handle(HttpExchange& exchange) {
   } else {
     co_await dispatch(exchange, path);
   }
-  const bool known = path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||
+  const bool known = path == "/" || path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||
                      path == "/admin/cache/invalidate" || path == "/admin/cache/stats";
   const std::string route = known ? path : "admin_unknown";
   ServerMetrics::count_request(route, std::string(request.method_string()), exchange.status());
@@ -110,7 +113,16 @@ awaitable<void> AdminHandler::handle(HttpExchange& exchange) {
 
 awaitable<void> AdminHandler::dispatch(HttpExchange& exchange, const std::string& path) {
   const auto method = exchange.request().method();
-  if (path == "/metrics" && method == http::verb::get) {
+  if (path == "/" && method == http::verb::get) {
+    Response response{http::status::ok, exchange.request().version()};
+    response.set(http::field::content_type, "text/html; charset=utf-8");
+    response.set(http::field::cache_control, "no-store");
+    // The page runs only its own inlined scripts and talks only to this listener.
+    response.set("Content-Security-Policy",
+                 "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'");
+    response.body() = std::string(dashboard_page());
+    co_await exchange.send(std::move(response));
+  } else if (path == "/metrics" && method == http::verb::get) {
     Response response{http::status::ok, exchange.request().version()};
     response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
     response.body() = obs::Registry::global().render();
@@ -128,7 +140,7 @@ awaitable<void> AdminHandler::dispatch(HttpExchange& exchange, const std::string
     }
     std::string body = dump_text(stats);
     co_await exchange.send_json(http::status::ok, std::move(body));
-  } else if (path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||
+  } else if (path == "/" || path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||
              path == "/admin/cache/invalidate" || path == "/admin/cache/stats") {
     std::string body = ApiError::method_not_allowed("wrong method for " + path).body();
     co_await exchange.send_json(http::status::method_not_allowed, std::move(body));

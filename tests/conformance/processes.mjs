@@ -30,6 +30,27 @@ export function startListening(path, args) {
   });
 }
 
+// Starts hengshi with an admin listener; resolves with { url, adminUrl } once it printed both.
+export function startGateway(path, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(path, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let text = '';
+    const timer = setTimeout(() => reject(new Error(`${path} did not listen in 20 s: ${text}`)), 20000);
+    const look = () => {
+      const url = text.match(/hengshi listening on (http:\/\/[^\s]+)\r?\n/);
+      const admin = text.match(/admin listening on (http:\/\/[^\s]+)\r?\n/);
+      if (url && admin) {
+        clearTimeout(timer);
+        resolve({ url: url[1], adminUrl: admin[1] });
+      }
+    };
+    child.stdout.on('data', (data) => { text += data; look(); });
+    child.stderr.on('data', (data) => { text += data; look(); });
+    child.on('exit', (code) => reject(new Error(`${path} exited ${code}: ${text}`)));
+  });
+}
+
 export function stopAll() {
   for (const child of children) child.kill('SIGTERM');
 }

@@ -236,6 +236,22 @@ TEST_F(GatewayOperateTest, FlywheelExportsAgreedCloudAnswersAndTrainWaitsForTheR
   std::filesystem::remove_all(model);
 }
 
+TEST_F(GatewayOperateTest, TheDashboardIsOneSelfContainedPageFromTheBinary) {
+  start();
+  auto page = admin_get("/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.header("content-type").find("text/html"), std::string::npos);
+  EXPECT_NE(page.header("content-security-policy").find("default-src 'none'"), std::string::npos);
+  EXPECT_NE(page.body.find("uPlot"), std::string::npos) << "the charting library is inlined";
+  EXPECT_NE(page.body.find("/admin/stats"), std::string::npos);
+  // No CDN, no external script or style: nothing on the page points off the admin listener.
+  EXPECT_EQ(page.body.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(page.body.find("href=\"http"), std::string::npos);
+  EXPECT_EQ(page.body.find("<script src"), std::string::npos);
+  auto post = admin_post("/");
+  EXPECT_EQ(post.status, 405);
+}
+
 TEST_F(GatewayOperateTest, APiiRequestNeverHasItsTextInTheLogEvenWithLogTextOn) {
   start_middle_band_to_cloud();
   auto reply = chat(user_message("auto", "我的手机号是13812345678，订单到哪了"));
