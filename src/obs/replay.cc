@@ -51,6 +51,7 @@ GroupReport summarise(std::vector<const Judged*> rows, double target) {
   }
   // The lowest confidence at which the rows at or above it pass at the target rate.
   std::erase_if(rows, [](const Judged* row) { return !row->answers; });
+  out.answering = rows.size();
   std::sort(rows.begin(), rows.end(), [](const Judged* a, const Judged* b) { return a->confidence > b->confidence; });
   std::size_t passed = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -80,6 +81,7 @@ json group_json(const GroupReport& g) {
                     {"pass_rate", bin.rows ? json(static_cast<double>(bin.passed) / bin.rows) : json(nullptr)}});
   }
   return {{"rows", g.rows},
+          {"answering", g.answering},
           {"bins", bins},
           {"false_fallback", rate_json(g.false_fallback)},
           {"missed_fallback", rate_json(g.missed_fallback)},

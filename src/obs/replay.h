@@ -75,6 +75,7 @@ struct GroupReport {
   double chosen_share = 0.0;              // of the group's referenced rows, at that threshold
   double chosen_precision = 0.0;
   std::size_t rows = 0;                   // referenced rows
+  std::size_t answering = 0;              // of those, with an edge answer: what the bins hold
 };
 
 struct RouteMix {

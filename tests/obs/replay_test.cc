@@ -103,6 +103,7 @@ TEST(ReplayTest, TheChosenThresholdIsTheLowestWhosePassRateAboveItReachesTheTarg
   std::size_t binned = 0;
   for (const auto& bin : report.overall.bins) binned += bin.rows;
   EXPECT_EQ(binned, data.size());
+  EXPECT_EQ(report.overall.answering, data.size());
   EXPECT_NE(format_report(report, 0.9).find("threshold 0.7000"), std::string::npos) << format_report(report, 0.9);
 }
 
