@@ -58,6 +58,14 @@ void AnswerCache::start() {
   if (redis_) redis_->start();
 }
 
+namespace {
+
+std::int64_t code_points(std::string_view utf8) {
+  return std::count_if(utf8.begin(), utf8.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+}  // namespace
+
 CacheQuery AnswerCache::query(const ChatRequest& request, const ScopeParts& scope, const std::string& intent) const {
   CacheQuery query;
   query.scope = scope_hash(request, scope);
@@ -67,7 +75,8 @@ CacheQuery AnswerCache::query(const ChatRequest& request, const ScopeParts& scop
   query.task_type = std::string(scope.task_type);
   query.threshold = config_.threshold_for(query.task_type);
   query.verify_band = config_.verify_band;
-  query.semantic = embedder_ != nullptr;
+  query.semantic = embedder_ != nullptr && (config_.semantic_max_chars == 0 ||
+                                            code_points(question) <= config_.semantic_max_chars);
   query.ttl_s = config_.ttl_for(query.task_type);
   query.tags = request.hengshi.tags;
   if (!intent.empty() && intent != "__oos__") query.tags.push_back("intent:" + intent);

@@ -47,6 +47,12 @@ struct CacheConfig {
   // hits at 0.08% with the guards, a wide margin under 1% for traffic whose near-misses look
   // even more alike; the lowest threshold that keeps 1% there is about 0.56.
   double threshold = 0.7;
+  // The semantic tier considers only questions up to this many characters (code points). A
+  // long prompt — a document, a multiple-choice question with its options — shares its template
+  // with its neighbours, so a surface similarity there measures the template, not the meaning:
+  // bench/e2e saw the n-gram tier answer a third of its MMLU questions with another's answer.
+  // Longer questions still hit the exact tier. 0 = no limit.
+  std::int64_t semantic_max_chars = 160;
   // Borderline hits in [threshold - verify_band, threshold) are served only after a one-token
   // yes/no check on cloud-small (0 = off).
   double verify_band = 0.0;

@@ -27,7 +27,7 @@ void parse_cache(const YAML::Node& node, CacheConfig& c) {
   const std::string path = "cache";
   reject_unknown(node, path,
                  {"enabled", "semantic", "embedder", "embedding_model", "ngram_dim", "threshold", "verify_band",
-                  "ttl_s", "stale_if_error_s", "task_types", "hot", "hot_window_s", "cold",
+                  "semantic_max_chars", "ttl_s", "stale_if_error_s", "task_types", "hot", "hot_window_s", "cold",
                   "rebuild_tombstone_share", "redis"});
   read(node, path, "enabled", c.enabled);
   read(node, path, "semantic", c.semantic);
@@ -36,6 +36,7 @@ void parse_cache(const YAML::Node& node, CacheConfig& c) {
   read(node, path, "ngram_dim", c.ngram_dim);
   read(node, path, "threshold", c.threshold);
   read(node, path, "verify_band", c.verify_band);
+  read(node, path, "semantic_max_chars", c.semantic_max_chars);
   read(node, path, "ttl_s", c.ttl_s);
   read(node, path, "stale_if_error_s", c.stale_if_error_s);
   read(node, path, "hot_window_s", c.hot_window_s);
@@ -92,6 +93,7 @@ void check_cache(const CacheConfig& c) {
     if (!(value > 0.0 && value <= 1.0)) throw FieldError{field, "must be a cosine in (0, 1]"};
   };
   check_threshold(c.threshold, "cache.threshold");
+  if (c.semantic_max_chars < 0) throw FieldError{"cache.semantic_max_chars", "must be >= 0 (0 = no limit)"};
   check_share(c.verify_band, "cache.verify_band");
   positive(c.ttl_s, "cache.ttl_s");
   if (c.stale_if_error_s < 0) throw FieldError{"cache.stale_if_error_s", "must be >= 0 (0 = never)"};

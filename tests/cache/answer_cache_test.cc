@@ -131,6 +131,26 @@ TEST_F(AnswerCacheTest, ACloseParaphraseIsASemanticHitButANegationOrANumberIsRef
   EXPECT_FALSE(lookup(query_of(question("What is the weather like on Mars?"))));
 }
 
+TEST_F(AnswerCacheTest, ALongTemplatedPromptIsNeverASemanticHitOnlyAnExactOne) {
+  // Two multiple-choice questions sharing their template: nearly the same n-grams, different
+  // questions. Past semantic_max_chars only the exact tier answers.
+  const std::string stem = "Which of the following best describes the main function of the organ below? Options: "
+                           "A. filtering blood B. producing hormones C. storing energy D. pumping blood. Organ: ";
+  make();
+  fill(question(stem + "the heart"), "D");
+  EXPECT_FALSE(lookup(query_of(question(stem + "the liver")))) << "a template is not a paraphrase";
+  auto exact = lookup(query_of(question(stem + "the heart")));
+  ASSERT_TRUE(exact);
+  EXPECT_EQ(exact->tier, CacheTier::exact);
+  // With no limit, the same pair is the false hit the limit exists for.
+  config_.semantic_max_chars = 0;
+  make();
+  fill(question(stem + "the heart"), "D");
+  auto false_hit = lookup(query_of(question(stem + "the liver")));
+  ASSERT_TRUE(false_hit);
+  EXPECT_EQ(false_hit->tier, CacheTier::semantic);
+}
+
 TEST_F(AnswerCacheTest, EntriesExpireAndStayStaleForTheLastResortWindow) {
   config_.ttl_s = 60;
   config_.stale_if_error_s = 600;
