@@ -79,7 +79,10 @@ CacheQuery AnswerCache::query(const ChatRequest& request, const ScopeParts& scop
                                             code_points(question) <= config_.semantic_max_chars);
   query.ttl_s = config_.ttl_for(query.task_type);
   query.tags = request.hengshi.tags;
-  if (!intent.empty() && intent != "__oos__") query.tags.push_back("intent:" + intent);
+  if (!intent.empty() && intent != "__oos__") {
+    query.intent = intent;
+    query.tags.push_back("intent:" + intent);
+  }
   return query;
 }
 
@@ -178,6 +181,11 @@ std::optional<CacheHit> AnswerCache::semantic_locked(const CacheQuery& query, st
     if (entry->expires_ms <= now || entry->embedder != embedder_->name()) continue;
     if (auto guard = guard_rejects(features, entry->features)) {
       metrics_.guard_rejected(to_string(*guard));
+      continue;
+    }
+    if (!query.intent.empty() &&
+        std::find(entry->tags.begin(), entry->tags.end(), "intent:" + query.intent) == entry->tags.end()) {
+      metrics_.guard_rejected(to_string(Guard::intent));
       continue;
     }
     const bool borderline = neighbour.similarity < query.threshold;

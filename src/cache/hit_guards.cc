@@ -294,7 +294,14 @@ void extract_domains(std::string_view text, std::vector<std::string>& out) {
 
 }  // namespace
 
-const char* to_string(Guard guard) { return guard == Guard::polarity ? "polarity" : "numbers"; }
+const char* to_string(Guard guard) {
+  switch (guard) {
+    case Guard::polarity: return "polarity";
+    case Guard::numbers: return "numbers";
+    case Guard::intent: return "intent";
+  }
+  return "?";
+}
 
 GuardFeatures guard_features(std::string_view normalized) {
   GuardFeatures features;

@@ -24,7 +24,9 @@
 
 namespace hengshi::cache {
 
-enum class Guard { polarity, numbers };
+// polarity and numbers read the two texts (guard_rejects); intent compares the edge intent model's
+// labels of the two questions, when the gateway has one (AnswerCache, CacheQuery::intent).
+enum class Guard { polarity, numbers, intent };
 const char* to_string(Guard guard);
 
 // What the guards compare, extracted once per text (a cached entry keeps its own).

@@ -131,6 +131,17 @@ TEST_F(AnswerCacheTest, ACloseParaphraseIsASemanticHitButANegationOrANumberIsRef
   EXPECT_FALSE(lookup(query_of(question("What is the weather like on Mars?"))));
 }
 
+TEST_F(AnswerCacheTest, WithAnIntentModelASemanticHitNeedsTheSameIntent) {
+  make();
+  fill(question("my new card has still not arrived"), "It ships in 3 days.", "shared", "card_arrival");
+  // The same words, another intent by the edge's reading: refused, and counted.
+  EXPECT_FALSE(lookup(query_of(question("my new card has still not arrived yet"), "shared", "card_delivery_estimate")));
+  EXPECT_EQ(counter("hengshi_cache_guard_rejections_total", {{"guard", "intent"}}), 1.0);
+  // The same intent: a hit; no intent for the query (no model, or out of scope): the text guards only.
+  EXPECT_TRUE(lookup(query_of(question("my new card has still not arrived yet"), "shared", "card_arrival")));
+  EXPECT_TRUE(lookup(query_of(question("my new card has still not arrived yet"), "shared", "")));
+}
+
 TEST_F(AnswerCacheTest, ALongTemplatedPromptIsNeverASemanticHitOnlyAnExactOne) {
   // Two multiple-choice questions sharing their template: nearly the same n-grams, different
   // questions. Past semantic_max_chars only the exact tier answers.
