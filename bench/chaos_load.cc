@@ -115,6 +115,7 @@ std::string request_body(const Planned& planned, const std::string& model) {
                {"messages", json::array({{{"role", "user"}, {"content", planned.text}}})},
                {"max_tokens", 64},
                {"stream", planned.stream}};
+  if (planned.stream) body["stream_options"] = {{"include_usage", true}};  // what the stream cost
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -130,6 +131,9 @@ void read_meta(const json& meta, Outcome& out) {
   if (auto it = meta.find("committed_after_pieces"); it != meta.end() && it->is_number_integer()) {
     out.committed_after_pieces = it->get<int>();
   }
+  if (auto it = meta.find("intent"); it != meta.end() && it->is_string()) out.intent = it->get<std::string>();
+  if (auto it = meta.find("cache"); it != meta.end() && it->is_string()) out.cache = it->get<std::string>();
+  if (auto it = meta.find("cost"); it != meta.end() && it->is_number()) out.cost = it->get<double>();
   // Gateways from before answer_kind existed: the kind follows from who answered.
   if (auto it = meta.find("answer_kind"); it != meta.end() && it->is_string()) {
     out.kind = it->get<std::string>();
@@ -155,12 +159,35 @@ void read_meta(const json& meta, Outcome& out) {
   }
 }
 
+namespace {
+
+// "usage" of a reply or of a stream's usage chunk (streams ask for it: stream_options).
+void read_usage(const json& doc, Outcome& out) {
+  auto usage = doc.find("usage");
+  if (usage == doc.end() || !usage->is_object()) return;
+  if (auto it = usage->find("prompt_tokens"); it != usage->end() && it->is_number_integer()) {
+    out.prompt_tokens = it->get<std::int64_t>();
+  }
+  if (auto it = usage->find("completion_tokens"); it != usage->end() && it->is_number_integer()) {
+    out.completion_tokens = it->get<std::int64_t>();
+  }
+}
+
+}  // namespace
+
 void read_response(const std::string& body, bool stream, Outcome& out) {
   if (!stream) {
     json doc = parse_lenient(body);
     if (!doc.is_object()) return;
     if (auto it = doc.find("hengshi"); it != doc.end()) read_meta(*it, out);
+    read_usage(doc, out);
     out.valid = doc.contains("choices") && doc["choices"].is_array() && !doc["choices"].empty();
+    if (out.valid && doc["choices"][0].is_object()) {
+      const json message = doc["choices"][0].value("message", json::object());
+      if (message.is_object() && message.contains("content") && message["content"].is_string()) {
+        out.content = message["content"].get<std::string>();
+      }
+    }
     if (out.valid && out.kind.empty()) out.kind = "model";  // the sim itself, called directly
     return;
   }
@@ -186,7 +213,17 @@ void read_response(const std::string& body, bool stream, Outcome& out) {
       continue;
     }
     if (chunk.contains("error")) error_event = true;
-    if (chunk.contains("choices")) content = true;
+    if (chunk.contains("choices")) {
+      content = true;
+      const json& choices = chunk["choices"];
+      if (choices.is_array() && !choices.empty() && choices[0].is_object()) {
+        const json delta = choices[0].value("delta", json::object());
+        if (delta.is_object() && delta.contains("content") && delta["content"].is_string()) {
+          out.content += delta["content"].get<std::string>();
+        }
+      }
+    }
+    read_usage(chunk, out);
     if (auto it = chunk.find("hengshi"); it != chunk.end()) read_meta(*it, out);
   }
   out.valid = done && content && !error_event;

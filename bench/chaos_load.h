@@ -49,6 +49,12 @@ struct Outcome {
   int calls_large = 0;
   int calls_member_open = 0;   // of which to an open member (pool in panic)
   std::optional<int> committed_after_pieces;
+  std::string intent;            // hengshi.intent (the edge's prediction)
+  std::string cache;             // hengshi.cache: miss | exact | semantic | stale | off
+  std::optional<double> cost;    // hengshi.cost
+  std::int64_t prompt_tokens = 0;      // the response's usage (a stream's usage chunk)
+  std::int64_t completion_tokens = 0;
+  std::string content;           // the answer's text (a stream's pieces joined)
 
   bool model_answer() const { return status == 200 && valid && kind == "model"; }
   bool canned_answer() const { return status == 200 && valid && (kind == "canned" || kind == "handoff"); }

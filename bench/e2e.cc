@@ -1,0 +1,561 @@
+// bench_e2e: the headline — what hengshi saves, end to end, in one run on loopback.
+//
+// hengshi-sim plays the two cloud pools with the field's latency profiles and prices; the real
+// edge is trained on ../shared/data (banking77) and calibrated at --target-precision; the same
+// customer-service traffic mix (Zipf over FAQ intents with their real paraphrases, out-of-scope
+// questions, hard MMLU questions, PII, complaints, a fifth streamed) goes, at the same open-loop
+// rate, to four configurations in turn:
+//   all-cloud-large   the sim's large pool called directly: the app without hengshi
+//   complexity-only   hengshi, no edge, no cache: cloud-small, or cloud-large for hard questions
+//   cloud+cache       the same with the answer cache
+//   hengshi           the edge, calibrated thresholds, cache and complexity routing together
+// For each: end-to-end latency and TTFT percentiles, the share per route and level, accuracy on
+// model answers against the labels (an FAQ answer is right when its intent is; a hard question
+// when the pool that answered got it right in the RouteLLM data; an out-of-scope question when a
+// cloud model answered it; cloud answers to FAQ questions are counted right), degraded answers
+// apart, and cost per 1,000 requests. Skips cleanly without ../shared/data.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "chaos_load.h"
+#include "support/child_process.h"
+
+namespace {
+
+using hengshi::bench::Clock;
+using hengshi::bench::Outcome;
+using hengshi::bench::Planned;
+using hengshi::bench::Question;
+using hengshi::bench::Target;
+using hengshi::testing::ChildProcess;
+using Millis = std::chrono::milliseconds;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// Children die with this program (SIGINT, SIGTERM, the watchdog): see bench/chaos.cc.
+std::array<std::atomic<pid_t>, 4> g_child_pids{};
+void kill_children_and_exit(int signal_number) {
+  for (auto& pid : g_child_pids) {
+    if (pid_t p = pid.load(); p > 0) ::kill(p, SIGKILL);
+  }
+  ::_exit(signal_number == SIGALRM ? 2 : 128 + signal_number);
+}
+
+struct Options {
+  std::string data_dir = HENGSHI_DEFAULT_DATA_DIR;
+  std::string build_dir;
+  std::string work_dir;
+  std::size_t requests = 1500;
+  double rate = 40.0;  // requests per second, Poisson arrivals
+  double target_precision = 0.99;
+  std::uint64_t seed = 1;
+  std::int64_t deadline_ms = 10'000;
+  // Shares of faq, oos, hard, pii, complaint: a customer-service desk, where most questions are
+  // the FAQ's and academic-hard ones are few (--mix changes it; the closing line names it).
+  std::vector<double> mix = {73, 12, 3, 6, 6};
+};
+
+// Prices per 1k tokens: a small and a large hosted model of today.
+constexpr double kSmallIn = 0.15, kSmallOut = 0.6, kLargeIn = 2.5, kLargeOut = 10.0;
+
+enum class Kind { faq, oos, hard, pii, complaint };
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::faq: return "faq";
+    case Kind::oos: return "oos";
+    case Kind::hard: return "hard";
+    case Kind::pii: return "pii";
+    case Kind::complaint: return "complaint";
+  }
+  return "?";
+}
+
+struct Row {
+  std::string text;
+  std::string intent;
+  bool small_correct = false;
+  bool large_correct = false;
+};
+
+struct Request {
+  Kind kind = Kind::faq;
+  std::string text;
+  std::string label;  // the intent (faq, pii, complaint)
+  bool small_correct = false;
+  bool large_correct = false;
+};
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto row = json::parse(line, nullptr, false);
+    if (row.is_object()) out.push_back(std::move(row));
+  }
+  return out;
+}
+
+void write_jsonl(const std::string& path, const std::vector<json>& rows) {
+  std::ofstream out(path);
+  for (const auto& row : rows) out << row.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+}
+
+std::string answer_of(const std::string& intent) { return "answer for " + intent; }
+
+double percentile(std::vector<double> values, double q) {
+  if (values.empty()) return NAN;
+  std::sort(values.begin(), values.end());
+  const double rank = q * static_cast<double>(values.size() - 1);
+  const auto low = static_cast<std::size_t>(rank);
+  const auto high = std::min(low + 1, values.size() - 1);
+  return values[low] + (values[high] - values[low]) * (rank - static_cast<double>(low));
+}
+
+std::unique_ptr<ChildProcess> start(const std::vector<std::string>& argv, std::size_t slot) {
+  auto child = std::make_unique<ChildProcess>(ChildProcess::start(argv, Millis(60'000)));
+  g_child_pids[slot].store(child->pid());
+  return child;
+}
+
+struct KindSummary {
+  std::size_t requests = 0, model = 0, right = 0, right_cloud_counted = 0;
+  std::map<std::string, std::size_t> routes;
+  std::map<std::string, std::size_t> wrong;  // wrong answers by who gave them (cloud models' own errors left out)
+};
+
+struct Summary {
+  std::string name;
+  std::map<std::string, KindSummary> kinds;  // by traffic kind
+  std::size_t requests = 0, answered = 0, model = 0, degraded = 0, errors = 0, right = 0, pii_to_cloud = 0;
+  // The same with every cloud answer counted right (the published figures count so): what the
+  // gateway's own choices (edge, cache) cost in accuracy, apart from the cloud models' errors.
+  std::size_t right_cloud_counted = 0;
+  double accuracy_cloud_counted() const {
+    return model ? static_cast<double>(right_cloud_counted) / static_cast<double>(model) : NAN;
+  }
+  std::map<std::string, std::size_t> routes, levels;
+  double p50 = 0, p95 = 0, p99 = 0, ttft_p50 = 0, ttft_p95 = 0;
+  double cost = 0;
+  double accuracy() const { return model ? static_cast<double>(right) / static_cast<double>(model) : NAN; }
+  double cost_per_1k() const { return requests ? cost * 1000.0 / static_cast<double>(requests) : NAN; }
+};
+
+std::string route_of(const Outcome& o, bool direct) {
+  if (direct) return o.status == 200 ? "cloud-large" : "none";
+  if (o.answered_by == "edge_intent" || o.answered_by == "edge_intent_verified" || o.answered_by == "edge_llm") {
+    return "edge";
+  }
+  if (o.answered_by == "cloud-small" || o.answered_by == "cloud-large" || o.answered_by == "cache") return o.answered_by;
+  return o.answered_by.empty() ? "none" : "gateway";
+}
+
+Summary summarise(const std::string& name, const std::vector<Request>& traffic, const std::vector<Planned>& schedule,
+                  const std::vector<Outcome>& outcomes, bool direct) {
+  Summary s;
+  s.name = name;
+  s.requests = outcomes.size();
+  std::vector<double> latency, ttft;
+  // A cached answer is judged by the request whose answer it is (found by its text: the sim's
+  // answers are unique, the edge's name their intent): right when that request asked the same.
+  struct Origin {
+    Kind kind;
+    std::string label;
+    std::string text;
+    bool right;
+  };
+  std::map<std::string, Origin> origin_of;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
+    const Request& r = traffic[i];
+    if (o.status != 200 || !o.valid) {
+      ++s.errors;
+      continue;
+    }
+    ++s.answered;
+    // End-to-end latency of whole answers; a stream is judged by its first token (its total is
+    // the generation's length, not the gateway's).
+    if (schedule[i].stream) {
+      if (o.ttft_us) ttft.push_back(static_cast<double>(*o.ttft_us) / 1000.0);
+    } else {
+      latency.push_back(static_cast<double>(o.latency_us) / 1000.0);
+    }
+    const std::string route = route_of(o, direct);
+    KindSummary& by_kind = s.kinds[kind_name(r.kind)];
+    ++by_kind.requests;
+    ++by_kind.routes[route + (o.cache == "semantic" ? " (semantic)" : "")];
+    ++s.levels[direct ? "L3" : (o.level ? "L" + std::to_string(*o.level) : "-")];
+    if (direct) {
+      s.cost += static_cast<double>(o.prompt_tokens) / 1000.0 * kLargeIn +
+                static_cast<double>(o.completion_tokens) / 1000.0 * kLargeOut;
+    } else {
+      s.cost += o.cost.value_or(0.0);
+    }
+    if ((r.kind == Kind::pii) && (route == "cloud-small" || route == "cloud-large")) ++s.pii_to_cloud;
+    ++s.routes[route];
+    if (!direct && o.kind != "model") {
+      ++s.degraded;
+      continue;
+    }
+    ++s.model;
+    ++by_kind.model;
+    bool right = false;
+    const bool edge = route == "edge";
+    const bool cloud = route == "cloud-small" || route == "cloud-large";
+    const bool faq_like = r.kind == Kind::faq || r.kind == Kind::pii || r.kind == Kind::complaint;
+    if (route == "cache") {
+      auto origin = origin_of.find(o.content);
+      if (origin != origin_of.end()) {
+        const Origin& from = origin->second;
+        const bool same_question = faq_like ? (from.kind == Kind::faq || from.kind == Kind::pii ||
+                                               from.kind == Kind::complaint) && from.label == r.label
+                                            : from.text == r.text;
+        right = same_question && from.right;
+      }
+    } else {
+      switch (r.kind) {
+        case Kind::faq:
+        case Kind::pii:
+        case Kind::complaint: right = edge ? o.intent == r.label : cloud; break;
+        case Kind::oos: right = cloud; break;
+        case Kind::hard: right = route == "cloud-small" ? r.small_correct : route == "cloud-large" && r.large_correct; break;
+      }
+      if (!o.content.empty()) origin_of.emplace(o.content, Origin{r.kind, r.label, r.text, right || cloud});
+    }
+    if (!right && !(cloud && r.kind == Kind::hard)) ++by_kind.wrong[route + (o.cache == "semantic" ? " (semantic)" : "")];
+    if (right) {
+      ++s.right;
+      ++by_kind.right;
+    }
+    if (right || cloud) {
+      ++s.right_cloud_counted;
+      ++by_kind.right_cloud_counted;
+    }
+  }
+  s.p50 = percentile(latency, 0.50);
+  s.p95 = percentile(latency, 0.95);
+  s.p99 = percentile(latency, 0.99);
+  s.ttft_p50 = percentile(ttft, 0.50);
+  s.ttft_p95 = percentile(ttft, 0.95);
+  return s;
+}
+
+int run(const Options& options) {
+  const std::string d = options.data_dir;
+  for (const char* file : {"banking77_train.jsonl", "banking77_test.jsonl", "kuake_qic_dev.jsonl", "kuake_qic_train.jsonl",
+                           "routellm_mmlu_dev.jsonl"}) {
+    if (!fs::exists(d + "/" + file)) {
+      std::printf("bench_e2e: skipped: %s/%s is absent (../shared/data holds the public data sets)\n", d.c_str(), file);
+      return 0;
+    }
+  }
+  const std::string bin = options.build_dir;
+  const std::string hengshi = bin + "/src/cli/hengshi";
+  const std::string sim = bin + "/tools/sim/hengshi-sim";
+  std::string work = options.work_dir;
+  if (work.empty()) {
+    char tmpl[] = "/tmp/hengshi-e2e-XXXXXX";
+    if (!::mkdtemp(tmpl)) return 2;
+    work = tmpl;
+  }
+  fs::create_directories(work);
+  std::mt19937_64 rng(options.seed);
+
+  // ---- data: train / calibrate / traffic, never overlapping ----
+  std::vector<json> banking = read_jsonl(d + "/banking77_train.jsonl");
+  std::shuffle(banking.begin(), banking.end(), rng);
+  std::vector<json> train, calib;
+  std::set<std::string> intents;
+  for (std::size_t i = 0; i < banking.size(); ++i) {
+    (i < banking.size() * 85 / 100 ? train : calib).push_back(banking[i]);
+    intents.insert(banking[i]["intent"].get<std::string>());
+  }
+  std::vector<json> answers;
+  for (const auto& intent : intents) answers.push_back({{"intent", intent}, {"answer", answer_of(intent)}});
+  std::vector<Row> mmlu, oos;
+  for (const auto& row : read_jsonl(d + "/routellm_mmlu_dev.jsonl")) {
+    mmlu.push_back({row["text"].get<std::string>(), "", row.value("small_correct", false), row.value("large_correct", false)});
+  }
+  for (const auto& row : read_jsonl(d + "/kuake_qic_dev.jsonl")) {
+    if (row.value("intent", "") == "__oos__") oos.push_back({row["text"].get<std::string>(), "__oos__"});
+  }
+  std::shuffle(mmlu.begin(), mmlu.end(), rng);
+  std::shuffle(oos.begin(), oos.end(), rng);
+  // The calibration set sees out-of-scope questions of both kinds; the traffic gets the others.
+  const std::size_t calib_oos = std::min<std::size_t>(300, oos.size() / 3);
+  for (std::size_t i = 0; i < 300; ++i) calib.push_back({{"text", mmlu[i].text}, {"intent", "__oos__"}});
+  for (std::size_t i = 0; i < calib_oos; ++i) calib.push_back({{"text", oos[i].text}, {"intent", "__oos__"}});
+  // The complexity model learns "hard" from other MMLU rows (RouteLLM's labels) and "easy" from
+  // the service's own short questions, as an operator would train it: trained on MMLU alone, it
+  // calls every short Chinese query hard (out of its distribution) and sends it to cloud-large.
+  std::vector<json> complexity_rows;
+  for (std::size_t i = 300; i < 3300 && i < mmlu.size(); ++i) {
+    complexity_rows.push_back({{"text", mmlu[i].text}, {"small_correct", mmlu[i].small_correct},
+                               {"large_correct", mmlu[i].large_correct}});
+  }
+  {
+    std::vector<json> service = read_jsonl(d + "/kuake_qic_train.jsonl");
+    service.resize(std::min<std::size_t>(service.size(), 1500));
+    for (std::size_t i = 0; i < 1500 && i < train.size(); ++i) service.push_back(train[i]);
+    for (const auto& row : service) {
+      complexity_rows.push_back({{"text", row["text"]}, {"small_correct", true}, {"large_correct", true}});
+    }
+  }
+  write_jsonl(work + "/train.jsonl", train);
+  write_jsonl(work + "/answers.jsonl", answers);
+  write_jsonl(work + "/calib.jsonl", calib);
+  write_jsonl(work + "/complexity.jsonl", complexity_rows);
+
+  auto step = [&](const std::vector<std::string>& argv, const char* what) {
+    const auto started = Clock::now();
+    auto done = ChildProcess::run(argv, Millis(900'000));
+    if (done.exit_code != 0) {
+      std::fprintf(stderr, "bench_e2e: %s failed:\n%s\n", what, done.output.c_str());
+      return false;
+    }
+    std::printf("%s in %.1f s\n", what, std::chrono::duration<double>(Clock::now() - started).count());
+    return true;
+  };
+  char precision[32];
+  std::snprintf(precision, sizeof precision, "%.4f", options.target_precision);
+  if (!step({hengshi, "train", "--data", work + "/train.jsonl", "--answers", work + "/answers.jsonl", "--out",
+             work + "/model", "--seed", std::to_string(options.seed)},
+            "trained the edge intent model (banking77, 85% of train, the default 30 s search)") ||
+      !step({hengshi, "calibrate", "--model", work + "/model", "--data", work + "/calib.jsonl", "--target-precision",
+             precision, "--oos-share", "0.3", "--out", work + "/thresholds.json"},
+            "calibrated the thresholds") ||
+      !step({hengshi, "train-complexity", "--data", work + "/complexity.jsonl", "--out", work + "/complexity"},
+            "trained the complexity model (3,000 MMLU rows, 3,000 service questions)")) {
+    return 2;
+  }
+
+  // ---- traffic ----
+  std::map<std::string, std::vector<std::string>> faq_texts;
+  for (const auto& row : read_jsonl(d + "/banking77_test.jsonl")) {
+    faq_texts[row["intent"].get<std::string>()].push_back(row["text"].get<std::string>());
+  }
+  std::vector<std::string> ranked(intents.begin(), intents.end());
+  std::shuffle(ranked.begin(), ranked.end(), rng);
+  std::vector<double> zipf;
+  for (std::size_t k = 0; k < ranked.size(); ++k) zipf.push_back(1.0 / std::pow(static_cast<double>(k + 1), 1.1));
+  std::discrete_distribution<std::size_t> pick_intent(zipf.begin(), zipf.end());
+  std::discrete_distribution<int> pick_kind(options.mix.begin(), options.mix.end());
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::exponential_distribution<double> gap(options.rate);
+  std::vector<Request> traffic;
+  std::vector<Planned> schedule;
+  double t = 0.0;
+  for (std::size_t i = 0; i < options.requests; ++i) {
+    Request r;
+    r.kind = static_cast<Kind>(pick_kind(rng));
+    auto faq_question = [&] {
+      const std::string& intent = ranked[pick_intent(rng)];
+      const auto& texts = faq_texts[intent];
+      r.label = intent;
+      return texts[static_cast<std::size_t>(unit(rng) * static_cast<double>(texts.size())) % texts.size()];
+    };
+    switch (r.kind) {
+      case Kind::faq: r.text = faq_question(); break;
+      case Kind::oos: r.text = oos[calib_oos + (static_cast<std::size_t>(unit(rng) * (oos.size() - calib_oos)) % (oos.size() - calib_oos))].text; break;
+      case Kind::hard: {
+        const Row& row = mmlu[3300 + static_cast<std::size_t>(unit(rng) * static_cast<double>(mmlu.size() - 3300)) % (mmlu.size() - 3300)];
+        r.text = row.text;
+        r.small_correct = row.small_correct;
+        r.large_correct = row.large_correct;
+        break;
+      }
+      case Kind::pii: r.text = "My card number is 4111 1111 1111 1111. " + faq_question(); break;
+      case Kind::complaint: r.text = "I want to make a complaint. " + faq_question(); break;
+    }
+    t += gap(rng);
+    Planned planned;
+    planned.offset = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
+    planned.question = r.kind == Kind::faq ? Question::faq : Question::cloud;
+    planned.text = r.text;
+    planned.stream = unit(rng) < 0.2;
+    schedule.push_back(std::move(planned));
+    traffic.push_back(std::move(r));
+  }
+  std::map<std::string, std::size_t> mix;
+  for (const auto& r : traffic) ++mix[kind_name(r.kind)];
+  std::printf("traffic: %zu requests at %.0f/s (Poisson), 20%% streamed:", traffic.size(), options.rate);
+  for (const auto& [k, n] : mix) std::printf(" %s %zu", k.c_str(), n);
+  std::printf("\n");
+
+  // ---- the cloud: two sims with the field's latency profiles ----
+  auto profile = [&](const std::string& name, int p50, int p95, int ttft50, int ttft95, int tps) {
+    const std::string path = work + "/" + name + ".json";
+    std::ofstream(path) << json{{"latency_ms", {{"p50", p50}, {"p95", p95}}},
+                                {"ttft_ms", {{"p50", ttft50}, {"p95", ttft95}}},
+                                {"tokens_per_s", tps},
+                                {"output_tokens", {{"min", 30}, {"max", 120}}}}
+                               .dump();
+    return path;
+  };
+  auto small = start({sim, "--listen", "127.0.0.1:0", "--name", "small", "--seed", "1", "--profile",
+                      profile("small", 250, 420, 180, 300, 80)}, 0);
+  auto large = start({sim, "--listen", "127.0.0.1:0", "--name", "large", "--seed", "2", "--profile",
+                      profile("large", 650, 920, 450, 700, 50)}, 1);
+  std::printf("cloud: cloud-small latency p50 250 / p95 420 ms, TTFT 180 / 300 ms, %.2f/%.2f per 1k tokens; "
+              "cloud-large 650 / 920 ms, TTFT 450 / 700 ms, %.2f/%.2f per 1k\n",
+              kSmallIn, kSmallOut, kLargeIn, kLargeOut);
+
+  auto gateway_config = [&](const std::string& name, bool edge, bool cache) {
+    const std::string path = work + "/" + name + ".yaml";
+    std::ofstream out(path);
+    out << "server: {listen: 127.0.0.1:0, threads: 2, default_deadline_ms: " << options.deadline_ms << "}\n"
+        << "log: {requests: \"\"}\n"
+        << "routing: {complexity_model: " << work << "/complexity"
+        << (edge ? ", thresholds_file: " + work + "/thresholds.json" : std::string()) << "}\n"
+        << "cache: {enabled: " << (cache ? "true" : "false") << "}\n"
+        << "pools:\n"
+        << "  cloud-small: {members: [{name: s1, base_url: \"" << small->base_url() << "/v1\", model: sim-small, "
+        << "price_input_per_1k: " << kSmallIn << ", price_output_per_1k: " << kSmallOut << "}]}\n"
+        << "  cloud-large: {members: [{name: l1, base_url: \"" << large->base_url() << "/v1\", model: sim-large, "
+        << "price_input_per_1k: " << kLargeIn << ", price_output_per_1k: " << kLargeOut << "}]}\n";
+    if (edge) out << "edge: {intent_model: " << work << "/model}\n";
+    return path;
+  };
+
+  std::vector<Summary> results;
+  auto run_target = [&](const std::string& name, int port, const std::string& model, bool direct) {
+    Target target{name, port, model, {}};
+    const auto started = Clock::now() + Millis(200);
+    hengshi::bench::run_load(schedule, {&target}, started, options.deadline_ms, Millis(options.deadline_ms + 5000));
+    results.push_back(summarise(name, traffic, schedule, target.outcomes, direct));
+    std::printf("ran %-16s in %.1f s\n", name.c_str(), std::chrono::duration<double>(Clock::now() - started).count());
+    std::fflush(stdout);
+  };
+  run_target("all-cloud-large", large->port(), "sim-large", true);
+  for (const auto& [name, edge, cache] : {std::tuple{"complexity-only", false, false},
+                                          std::tuple{"cloud+cache", false, true}, std::tuple{"hengshi", true, true}}) {
+    auto gateway = start({hengshi, "serve", "--config", gateway_config(name, edge, cache)}, 2);
+    run_target(name, gateway->port(), "auto", false);
+    gateway.reset();
+    g_child_pids[2].store(0);
+  }
+
+  // ---- the table ----
+  const double baseline = results[0].cost_per_1k();
+  std::printf("\n%-16s %8s %8s %8s %9s %9s %7s %7s %7s %7s %7s %7s %7s %8s %9s %8s %6s\n", "config", "p50 ms", "p95 ms",
+              "p99 ms", "ttft p50", "ttft p95", "edge%", "cache%", "small%", "large%", "gw%", "acc%", "acc*%", "degr%",
+              "cost/1k", "vs large", "pii>cl");
+  for (const auto& s : results) {
+    auto share = [&](const char* route) {
+      auto it = s.routes.find(route);
+      return 100.0 * static_cast<double>(it == s.routes.end() ? 0 : it->second) / static_cast<double>(s.requests);
+    };
+    std::printf("%-16s %8.1f %8.1f %8.1f %9.1f %9.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.2f %7.2f %7.1f%% %9.3f %7.1f%% %6zu\n",
+                s.name.c_str(), s.p50, s.p95, s.p99, s.ttft_p50, s.ttft_p95, share("edge"), share("cache"),
+                share("cloud-small"), share("cloud-large"), share("gateway"), 100.0 * s.accuracy(),
+                100.0 * s.accuracy_cloud_counted(),
+                100.0 * static_cast<double>(s.degraded) / static_cast<double>(s.requests), s.cost_per_1k(),
+                100.0 * s.cost_per_1k() / baseline, s.pii_to_cloud);
+  }
+  std::printf("\nby traffic kind: requests, accuracy on model answers, who answered\n");
+  for (const auto& s : results) {
+    std::printf("  %s\n", s.name.c_str());
+    for (const auto& [kind, k] : s.kinds) {
+      std::printf("    %-10s %5zu  acc %6.2f%%  acc* %6.2f%%  ", kind.c_str(), k.requests,
+                  k.model ? 100.0 * static_cast<double>(k.right) / static_cast<double>(k.model) : NAN,
+                  k.model ? 100.0 * static_cast<double>(k.right_cloud_counted) / static_cast<double>(k.model) : NAN);
+      for (const auto& [route, n] : k.routes) std::printf(" %s %zu", route.c_str(), n);
+      if (!k.wrong.empty()) {
+        std::printf(";  wrong:");
+        for (const auto& [route, n] : k.wrong) std::printf(" %s %zu", route.c_str(), n);
+      }
+      std::printf("\n");
+    }
+  }
+  const Summary& h = results.back();
+  std::printf("\nlevels (hengshi):");
+  for (const auto& [level, n] : h.levels) std::printf(" %s %.1f%%", level.c_str(), 100.0 * n / h.requests);
+  std::printf("; errors %zu, degraded (canned, hand-off, safe reply) %zu\n", h.errors, h.degraded);
+  std::printf("accuracy is on model answers: degraded answers (complaints handed off, PII safe replies) are counted "
+              "apart, never as right. acc%% judges hard questions by RouteLLM's labels for the pool that answered "
+              "(cloud-large itself gets about 80%% of them); acc*%% counts every cloud answer right, as the published "
+              "figures do, so it measures what the edge and the cache cost\n");
+  std::printf("\npublished reference points: a customer-service deployment cut p50 first-token latency 1.2 s -> 180 ms, "
+              "p95 < 450 ms, cost -70%% at 93%% accuracy; another went p95 8.5 s -> 1.8 s at 39%% of all-cloud cost\n");
+  struct Line {
+    std::string text;
+    bool met;
+  };
+  char text[128];
+  std::vector<Line> lines;
+  std::snprintf(text, sizeof text, "accuracy >= 99%% on model answers, cloud counted right (%.2f%%)",
+                100.0 * h.accuracy_cloud_counted());
+  lines.push_back({text, h.accuracy_cloud_counted() >= 0.99});
+  std::snprintf(text, sizeof text, "accuracy by RouteLLM labels no worse than all-cloud-large - 1 pt (%.2f%% vs %.2f%%)",
+                100.0 * h.accuracy(), 100.0 * results[0].accuracy());
+  lines.push_back({text, h.accuracy() >= results[0].accuracy() - 0.01});
+  std::snprintf(text, sizeof text, "p50 <= 5 ms (%.1f ms)", h.p50);
+  lines.push_back({text, h.p50 <= 5.0});
+  std::snprintf(text, sizeof text, "p95 <= 400 ms (%.1f ms)", h.p95);
+  lines.push_back({text, h.p95 <= 400.0});
+  std::snprintf(text, sizeof text, "p95 TTFT of streams <= 300 ms (%.1f ms)", h.ttft_p95);
+  lines.push_back({text, h.ttft_p95 <= 300.0});
+  std::snprintf(text, sizeof text, "cost <= 6%% of all-cloud-large (%.1f%%)", 100.0 * h.cost_per_1k() / baseline);
+  lines.push_back({text, h.cost_per_1k() <= 0.06 * baseline});
+  std::size_t met = 0;
+  std::printf("\ntargets at --target-precision %.2f, mix faq/oos/hard/pii/complaint %g/%g/%g/%g/%g:\n",
+              options.target_precision, options.mix[0], options.mix[1], options.mix[2], options.mix[3], options.mix[4]);
+  for (const auto& line : lines) {
+    std::printf("  %-60s %s\n", line.text.c_str(), line.met ? "met" : "NOT met");
+    met += line.met ? 1 : 0;
+  }
+  std::printf("bench_e2e: %zu of %zu targets met (work folder %s)\n", met, lines.size(), work.c_str());
+  if (options.work_dir.empty()) fs::remove_all(work);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_e2e: latency, accuracy and cost of four configurations on one traffic mix"};
+  Options options;
+  app.add_option("--data-dir", options.data_dir, "../shared/data");
+  app.add_option("--build-dir", options.build_dir, "build folder with src/cli/hengshi and tools/sim/hengshi-sim");
+  app.add_option("--work-dir", options.work_dir, "folder for data, models and configs (kept)");
+  app.add_option("--requests", options.requests, "requests per configuration")->check(CLI::Range(50, 100000));
+  app.add_option("--rate", options.rate, "requests per second (open loop)")->check(CLI::Range(1.0, 2000.0));
+  app.add_option("--target-precision", options.target_precision, "hengshi calibrate --target-precision");
+  app.add_option("--seed", options.seed, "seed of the data splits, the traffic and the sims");
+  app.add_option("--mix", options.mix, "shares of faq,oos,hard,pii,complaint (default 73,12,3,6,6)")
+      ->delimiter(',')
+      ->expected(5);
+  CLI11_PARSE(app, argc, argv);
+  if (options.build_dir.empty()) {
+    std::error_code ec;
+    const fs::path self = fs::canonical("/proc/self/exe", ec);  // <build>/bench/bench_e2e
+    options.build_dir = ec ? "build" : self.parent_path().parent_path().string();
+  }
+  struct sigaction action {};
+  action.sa_handler = kill_children_and_exit;
+  sigemptyset(&action.sa_mask);
+  for (int signal_number : {SIGINT, SIGTERM, SIGALRM}) sigaction(signal_number, &action, nullptr);
+  // Watchdog: training, four runs of the traffic at its rate, and a generous margin.
+  ::alarm(static_cast<unsigned>(1800 + 4 * (static_cast<double>(options.requests) / options.rate + 30)));
+  try {
+    return run(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_e2e: %s\n", error.what());
+    return 2;
+  }
+}
