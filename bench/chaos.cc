@@ -47,6 +47,7 @@
 
 #include "chaos_load.h"
 #include "chaos_stats.h"
+#include "core/progress.h"
 #include "support/child_process.h"
 #include "support/http_client.h"
 
@@ -800,7 +801,10 @@ int run(const Options& options) {
 
   ScenarioRunner runner(options, binaries, model_dir, *questions, work);
   std::vector<ScenarioResult> results;
-  for (const Scenario& scenario : scenarios(options)) {
+  const auto all = scenarios(options);
+  hengshi::Progress progress("bench_chaos: scenarios", all.size());
+  for (const Scenario& scenario : all) {
+    progress.advance();
     if (!options.only.empty() &&
         std::find(options.only.begin(), options.only.end(), scenario.name) == options.only.end()) {
       continue;

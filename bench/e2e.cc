@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chaos_load.h"
+#include "core/progress.h"
 #include "support/child_process.h"
 
 namespace {
@@ -442,15 +443,19 @@ int run(const Options& options) {
     std::printf("ran %-16s in %.1f s\n", name.c_str(), std::chrono::duration<double>(Clock::now() - started).count());
     std::fflush(stdout);
   };
+  hengshi::Progress progress("bench_e2e: configurations", 4);
   run_target("all-cloud-large", large->port(), "sim-large", true);
+  progress.advance();
   for (const auto& [name, edge, cache] : {std::tuple{"complexity-only", false, false},
                                           std::tuple{"cloud+cache", false, true}, std::tuple{"hengshi", true, true}}) {
     auto gateway = start({hengshi, "serve", "--config", gateway_config(name, edge, cache)}, 2);
     run_target(name, gateway->port(), "auto", false);
+    progress.advance();
     gateway.reset();
     g_child_pids[2].store(0);
   }
 
+  progress.done();
   // ---- the table ----
   const double baseline = results[0].cost_per_1k();
   std::printf("\n%-16s %8s %8s %8s %9s %9s %7s %7s %7s %7s %7s %7s %7s %8s %9s %8s %6s\n", "config", "p50 ms", "p95 ms",

@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/progress.h"
 #include "edge/model_manifest.h"
 #include "edge/oos_score.h"
 
@@ -548,7 +549,9 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
       if (Status s = write_fasttext_file(train_file, rows, search_train); !s) return s.error();
       double best_accuracy = -1.0;
       double predicted_spent_s = 0.0;
+      Progress progress("train: hyper-parameter search, candidate", grid.size());
       for (const FastTextParams& candidate : grid) {
+        progress.advance();
         const double predicted_s =
             predicted_cpu_seconds(candidate, rows, search_train, rows_per_intent.size());
         if (!report.trials.empty() && predicted_spent_s + predicted_s > options.autotune_budget_s) {

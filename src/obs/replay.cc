@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/progress.h"
+
 namespace hengshi::obs {
 namespace {
 
@@ -115,7 +117,9 @@ ReplayReport replay(const std::vector<LoggedRequest>& rows, const ReplayInputs& 
 
   std::vector<Judged> judged;
   judged.reserve(rows.size());
+  Progress progress("replay: requests", rows.size());
   for (const auto& row : rows) {
+    progress.advance();
     const std::string production = route_label(row);
     ++report.production.requests[production];
     report.production.cost += row.cost;

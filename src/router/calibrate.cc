@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "core/progress.h"
 #include "core/json_lines.h"
 #include "edge/oos_score.h"
 
@@ -465,7 +466,9 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
   std::size_t skipped = 0;
   std::vector<LabelledPrediction> predictions;
   predictions.reserve(rows.size());
+  Progress progress("calibrate: predicting", rows.size());
   for (const CalibrationRow& row : rows) {
+    progress.advance();
     if (is_blank(row.text) || is_blank(row.intent)) {
       ++skipped;
       continue;

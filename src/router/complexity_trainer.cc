@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/progress.h"
 #include "core/json_lines.h"
 #include "edge/model_manifest.h"
 #include "edge/oos_score.h"
@@ -217,7 +218,9 @@ Result<ComplexityTrainReport> train_complexity_model(const std::vector<Complexit
   const bool uses_fasttext = options.kind != ComplexityKind::kFeatures;
   std::vector<std::vector<double>> inputs(rows.size());
   if (uses_features) {
+    Progress progress("train-complexity: features", rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i) {
+      progress.advance();
       const ComplexityVector v = complexity_vector(rows[i].text, 1);
       inputs[i].assign(v.begin(), v.end());
     }
