@@ -26,6 +26,7 @@ struct CalibrateArgs {
   bool no_synthetic_oos = false;
   double max_oos_leak_value = 0;
   std::optional<double> max_oos_leak;  // unset: precision only
+  double confidence = router::CalibrateOptions{}.confidence;
 };
 
 int fail(const std::string& message) {
@@ -67,6 +68,7 @@ int run_calibrate(const CalibrateArgs& args) {
   options.oos_share = args.oos_share;
   options.synthetic_oos = !args.no_synthetic_oos;
   options.max_oos_leak = args.max_oos_leak;
+  options.confidence = args.confidence;
   auto report = router::calibrate_thresholds(**engine, *rows, options);
   if (!report) return fail(report.error().message);
 
@@ -109,12 +111,16 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
       "--max-oos-leak", args->max_oos_leak_value,
       "at most this share of out-of-scope rows may get an edge answer, in [0, 1]: every band's "
       "high is raised to the least floor that keeps it (needs out-of-scope rows or --oos-share)");
+  calibrate->add_option("--confidence", args->confidence,
+                        "bands hold on new traffic at this confidence: each band's one-sided lower "
+                        "bound of precision must reach the target, the leak's upper bound stay under "
+                        "--max-oos-leak (default 0.9; 0 = point estimates)");
   calibrate->add_flag("--no-synthetic-oos", args->no_synthetic_oos,
                       "never stand in for missing out-of-scope rows (a share > 0 then needs "
                       "__oos__ rows in the data)");
   calibrate->add_option("--rule", args->rule,
                         "hierarchical (default: groups keep their parent's band unless their rows "
-                        "show otherwise) or per-group (the rule before issue 10)");
+                        "show otherwise) or per-group (the older rule: each group fitted alone)");
   calibrate->callback([args, oos_share, max_oos_leak, &exit_code] {
     if (oos_share->count() > 0) args->oos_share = args->oos_share_value;
     if (max_oos_leak->count() > 0) args->max_oos_leak = args->max_oos_leak_value;

@@ -52,7 +52,7 @@ std::optional<Band> fit_group_legacy(std::string_view kind, const std::string& k
     return std::nullopt;
   }
   GroupFit group{std::string(kind), key,
-                 fit_band(rows, options.target_precision, options.min_support)};
+                 fit_band(rows, options.target_precision, options.min_support, options.confidence)};
   if (!group.fit.note.empty()) report.file.notes[name] = group.fit.note;
   Band band = band_of(group.fit);
   if (floor != nullptr && band.high < floor->high) {
@@ -89,7 +89,8 @@ std::optional<Band> fit_group_shrunk(std::string_view kind, const std::string& k
                                      const std::string& parent_name, const Band& parent,
                                      const CalibrateOptions& options, CalibrateReport& report) {
   const std::string name = group_name(kind, key);
-  ShrinkResult shrunk = shrink_band(rows, parent, options.target_precision, options.min_support);
+  ShrinkResult shrunk =
+      shrink_band(rows, parent, options.target_precision, options.min_support, options.confidence);
   GroupFit group{std::string(kind), key, std::move(shrunk.fit)};
   group.band = shrunk.band;
   group.written = !is_inherited(shrunk.rule);
@@ -173,6 +174,29 @@ void append_policy(std::string& out, const CalibrateReport& report) {
                 "coverage %.3f  (%zu of %zu rows answered)\n",
                 report.oos_share, report.data_oos_share, policy.coverage, policy.precision,
                 policy.oos_leak, policy.in_scope_coverage, policy.answered, report.rows);
+  if (report.confidence > 0) {
+    const double c = report.confidence;
+    const double n = policy.precision_effective_n;
+    const auto oos = static_cast<double>(policy.out_of_scope_rows);
+    append_format(out,
+                  "  on new traffic, at %.0f%% confidence: precision >= %.3f (n=%.0f effective), "
+                  "out-of-scope leak <= %.3f (n=%zu); two-sided: precision [%.3f, %.3f], leak [%.3f, %.3f]\n",
+                  100 * c, wilson_lower_bound(policy.precision, n, c), n,
+                  oos > 0 ? wilson_upper_bound(policy.oos_leak, oos, c) : 0.0, policy.out_of_scope_rows,
+                  wilson_lower_bound(policy.precision, n, (1 + c) / 2), wilson_upper_bound(policy.precision, n, (1 + c) / 2),
+                  oos > 0 ? wilson_lower_bound(policy.oos_leak, oos, (1 + c) / 2) : 0.0,
+                  oos > 0 ? wilson_upper_bound(policy.oos_leak, oos, (1 + c) / 2) : 0.0);
+    std::string stricter;
+    for (const GroupFit& group : report.groups) {
+      if (group.fit.reachable && group.fit.high > group.fit.point_high && group.band.high >= group.fit.high) {
+        stricter += (stricter.empty() ? "" : ", ") + group_name(group.kind, group.key);
+      }
+    }
+    append_format(out, "  made stricter by the bound (against the point estimate): %s\n",
+                  stricter.empty() ? "none" : stricter.c_str());
+  } else {
+    out += "  --confidence 0: bands on point estimates, which hold on these rows, not necessarily on new traffic\n";
+  }
   if (report.leak_floor) {
     append_format(out,
                   "  leak capped: every band's high raised to at least %.4f (out-of-scope leak "
@@ -241,6 +265,14 @@ PolicyFigures evaluate_policy(const Thresholds& thresholds,
   figures.coverage = (1 - share) * figures.in_scope_coverage + share * figures.oos_leak;
   const double passes = (1 - share) * ratio(in_scope_passes, in_scope);
   figures.precision = figures.coverage > 0 ? passes / figures.coverage : 0;
+  figures.out_of_scope_rows = out_of_scope;
+  // Each answered row weighs its population's share over its count: Kish's n of those weights.
+  const double w_in = in_scope ? (1 - share) / static_cast<double>(in_scope) : 0;
+  const double w_out = out_of_scope ? share / static_cast<double>(out_of_scope) : 0;
+  const double sum = w_in * static_cast<double>(in_scope_answered) + w_out * static_cast<double>(out_of_scope_answered);
+  const double squares = w_in * w_in * static_cast<double>(in_scope_answered) +
+                         w_out * w_out * static_cast<double>(out_of_scope_answered);
+  figures.precision_effective_n = squares > 0 ? sum * sum / squares : 0;
   return figures;
 }
 
@@ -257,6 +289,9 @@ Status check_fit_options(const CalibrateOptions& options) {
   if (options.min_support == 0) {
     return Error{"invalid_argument", "min support must be at least 1"};
   }
+  if (!(options.confidence >= 0 && options.confidence < 1)) {
+    return Error{"invalid_argument", "confidence must be in [0, 1) (0 = point estimates)"};
+  }
   if (options.max_oos_leak && !(*options.max_oos_leak >= 0 && *options.max_oos_leak <= 1)) {
     return Error{"invalid_argument", "max out-of-scope leak must be in [0, 1]"};
   }
@@ -268,7 +303,7 @@ Status check_fit_options(const CalibrateOptions& options) {
 // The answered out-of-scope rows are those with confidence >= their band's high, so one floor
 // under every band's high just above the (m+1)-th most confident of them, m = floor(L · rows),
 // leaves at most m: the least strict floor that keeps the promise. Floors report.file in place.
-Status cap_oos_leak(const std::vector<LabelledPrediction>& rows, double max_leak,
+Status cap_oos_leak(const std::vector<LabelledPrediction>& rows, double max_leak, double confidence,
                     CalibrateReport& report) {
   ThresholdsFile fitted = report.file;
   fitted.version = "fitted";  // the real version is made from the final bands, after this
@@ -287,8 +322,13 @@ Status cap_oos_leak(const std::vector<LabelledPrediction>& rows, double max_leak
                  "with intent \"" + std::string(kOutOfScopeIntent) +
                      "\", or give --oos-share so the model's stand-ins are used"};
   }
-  const auto allowed =
-      static_cast<std::size_t>(std::floor(max_leak * static_cast<double>(out_of_scope) + 1e-9));
+  auto allowed = static_cast<std::size_t>(std::floor(max_leak * static_cast<double>(out_of_scope) + 1e-9));
+  if (confidence > 0) {
+    // On new traffic: the most answered out-of-scope rows whose leak's UPPER bound stays under
+    // the cap (fewer than the point estimate allows; none when the rows are too few to show it).
+    const auto n = static_cast<double>(out_of_scope);
+    while (allowed > 0 && wilson_upper_bound(static_cast<double>(allowed) / n, n, confidence) > max_leak) --allowed;
+  }
   report.leak_before_cap = static_cast<double>(answered.size()) / static_cast<double>(out_of_scope);
   if (answered.size() <= allowed) return Ok{};
   std::sort(answered.begin(), answered.end(), std::greater<>());
@@ -320,6 +360,7 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   report.rows = rows.size();
   report.min_support = options.min_support;
   report.rule = options.rule;
+  report.confidence = options.confidence;
   for (auto& row : rows) row.weight = 1;
   std::size_t data_oos_rows = 0;
   for (const LabelledPrediction& row : rows) {
@@ -374,7 +415,7 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
     }
   } else {
     // The root is fitted as before: all rows are the most evidence there is.
-    GroupFit root{"default", "", fit_band(rows, options.target_precision, options.min_support)};
+    GroupFit root{"default", "", fit_band(rows, options.target_precision, options.min_support, options.confidence)};
     root.band = band_of(root.fit);
     root.reason = root.fit.note.empty() ? "fitted: the lowest threshold meeting the target"
                                         : "fitted: " + root.fit.note;
@@ -437,7 +478,7 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   file.notes["oos_share"] = share;
 
   if (options.max_oos_leak) {
-    if (Status capped = cap_oos_leak(rows, *options.max_oos_leak, report); !capped) {
+    if (Status capped = cap_oos_leak(rows, *options.max_oos_leak, options.confidence, report); !capped) {
       return capped.error();
     }
   }

@@ -57,6 +57,12 @@ struct CalibrateOptions {
   // At most this share of the out-of-scope rows (real or stand-ins) may clear their band: every
   // band's high is then raised to one floor, the least that keeps it. Unset = precision only.
   std::optional<double> max_oos_leak;
+  // Bands and the leak cap hold on new traffic, not only on these rows: a band's precision must
+  // reach the target with its one-sided Wilson LOWER bound at this confidence (Kish's effective
+  // n under the oos_share weights), the leak stay under max_oos_leak with its UPPER bound, and
+  // the shrinkage decides on bounds at this level. 0 = the point estimates (95% bounds for the
+  // shrinkage): what calibrate did before.
+  double confidence = 0.9;
   // Timestamp of the thresholds version; unset = the system clock (set in tests for stable output).
   std::optional<std::chrono::system_clock::time_point> now;
 };
@@ -95,6 +101,8 @@ struct PolicyFigures {
   double oos_leak = 0;           // share of out-of-scope traffic the edge answers
   double in_scope_coverage = 0;  // share of in-scope traffic the edge answers
   std::size_t answered = 0;      // rows the edge answers (a count, not reweighted)
+  std::size_t out_of_scope_rows = 0;  // the leak's sample count
+  double precision_effective_n = 0;   // Kish's n of the answered rows under the share's weights
 };
 
 // Applies `thresholds` to `rows` (their weights are ignored) and reweights the two populations
@@ -116,6 +124,7 @@ struct CalibrateReport {
   std::size_t rows = 0;         // rows predicted and fitted
   std::size_t skipped = 0;      // rows with an empty text or intent, left out
   std::size_t min_support = 0;  // the option the groups were cut with
+  double confidence = 0;        // the option the bands were bounded with (0 = point estimates)
   ThresholdRule rule = ThresholdRule::hierarchical;
   double data_oos_share = 0;   // the calibration rows' own out-of-scope share
   std::size_t synthetic_oos_rows = 0;  // stand-in out-of-scope rows fitted with (see options)

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include <boost/math/distributions/normal.hpp>
+
 namespace hengshi::router {
 namespace {
 
@@ -132,6 +134,15 @@ bool meets_target(const Tally& tally, double target_precision) {
          tally.pass_weight + kPrecisionEpsilon >= target_precision * tally.weight;
 }
 
+double wilson_bound(double proportion, double effective_n, double sign, double confidence);
+
+// confidence > 0: the lower bound of the precision must reach the target; else the point estimate.
+bool meets_target(const Tally& tally, double target_precision, double confidence) {
+  if (!(confidence > 0)) return meets_target(tally, target_precision);
+  return tally.weight > 0 &&
+         wilson_bound(tally.precision(), tally.effective_n(), -1, confidence) + kPrecisionEpsilon >= target_precision;
+}
+
 // One point per distinct confidence of the answered rows, most confident first, each with the
 // tally of the answered rows at or above it: the precision of "answer when confidence >= t".
 struct CurvePoint {
@@ -165,9 +176,10 @@ std::string count_text(double effective_n) {
   return std::abs(effective_n - rounded) < 1e-6 ? decimal(rounded, 0) : decimal(effective_n, 1);
 }
 
-double wilson_bound(double proportion, double effective_n, double sign) {
+double wilson_bound(double proportion, double effective_n, double sign, double confidence) {
   if (!(effective_n > 0)) return sign < 0 ? 0.0 : 1.0;
-  constexpr double z = 1.6448536;  // one-sided 95%
+  // One-sided: z is the standard normal's `confidence` quantile (1.645 at 95%, 1.282 at 90%).
+  const double z = boost::math::quantile(boost::math::normal(), std::clamp(confidence, 0.5, 0.999999));
   const double p = std::clamp(proportion, 0.0, 1.0);
   const double n = effective_n;
   const double centre = p + z * z / (2 * n);
@@ -185,7 +197,7 @@ bool is_edge_pass(const LabelledPrediction& row) {
 }
 
 FitResult fit_band(const std::vector<LabelledPrediction>& rows, double target_precision,
-                   std::size_t min_support) {
+                   std::size_t min_support, double confidence) {
   FitResult result;
   result.samples = rows.size();
   result.buckets = bucket_table(rows);
@@ -195,6 +207,9 @@ FitResult fit_band(const std::vector<LabelledPrediction>& rows, double target_pr
   const std::vector<CurvePoint> curve = precision_curve(rows);
   for (const CurvePoint& point : curve) {
     if (meets_support(point.tally, min_support) && meets_target(point.tally, target_precision)) {
+      result.point_high = point.threshold;  // the lowest the point estimate alone would take
+    }
+    if (meets_support(point.tally, min_support) && meets_target(point.tally, target_precision, confidence)) {
       // Lower thresholds come later, so the last one that qualifies is the lowest.
       result.reachable = true;
       result.high = point.threshold;
@@ -203,6 +218,10 @@ FitResult fit_band(const std::vector<LabelledPrediction>& rows, double target_pr
     }
   }
   const std::size_t answered_rows = curve.empty() ? 0 : curve.back().tally.rows;
+  if (result.reachable && result.high > result.point_high) {
+    append_note(result.note, "bound: the " + decimal(100 * confidence, 0) + "% lower bound of precision raised high from " +
+                                 decimal(result.point_high, 4) + " (point estimate) to " + decimal(result.high, 4));
+  }
   if (!result.reachable) {
     result.high = kEdgeNever;
     append_note(result.note, "unreachable: no threshold reaches precision " +
@@ -253,12 +272,12 @@ Tally answered_at_or_above(const std::vector<LabelledPrediction>& rows, double t
   return tally;
 }
 
-double wilson_lower_bound(double proportion, double effective_n) {
-  return wilson_bound(proportion, effective_n, -1);
+double wilson_lower_bound(double proportion, double effective_n, double confidence) {
+  return wilson_bound(proportion, effective_n, -1, confidence);
 }
 
-double wilson_upper_bound(double proportion, double effective_n) {
-  return wilson_bound(proportion, effective_n, +1);
+double wilson_upper_bound(double proportion, double effective_n, double confidence) {
+  return wilson_bound(proportion, effective_n, +1, confidence);
 }
 
 double oos_share_of(const std::vector<LabelledPrediction>& rows) {
@@ -314,9 +333,10 @@ std::string_view to_string(BandRule rule) {
 }
 
 ShrinkResult shrink_band(const std::vector<LabelledPrediction>& rows, const Band& parent,
-                         double target_precision, std::size_t min_support) {
+                         double target_precision, std::size_t min_support, double confidence) {
   ShrinkResult result;
-  result.fit = fit_band(rows, target_precision, min_support);
+  result.fit = fit_band(rows, target_precision, min_support, confidence);
+  const double level = confidence > 0 ? confidence : 0.95;  // the Wilson bounds' level
   result.band = parent;
   const std::vector<CurvePoint> curve = precision_curve(rows);
   result.at_parent_high = answered_at_or_above(rows, parent.high);
@@ -326,12 +346,12 @@ ShrinkResult shrink_band(const std::vector<LabelledPrediction>& rows, const Band
   const std::string parent_high = decimal(parent.high, 3);
 
   const Tally& at_parent = result.at_parent_high;
-  const double upper = wilson_upper_bound(at_parent.precision(), at_parent.effective_n());
+  const double upper = wilson_upper_bound(at_parent.precision(), at_parent.effective_n(), level);
   if (at_parent.weight > 0 && upper < target_precision) {
     // Shown below target where the parent would answer: answer only where its own rows meet it.
     const CurvePoint* raised = nullptr;
     for (const CurvePoint& point : curve) {
-      if (point.threshold > parent.high && meets_target(point.tally, target_precision)) {
+      if (point.threshold > parent.high && meets_target(point.tally, target_precision, confidence)) {
         raised = &point;  // lower thresholds come later: the last is the lowest
       }
     }
@@ -351,7 +371,7 @@ ShrinkResult shrink_band(const std::vector<LabelledPrediction>& rows, const Band
     double lowered_bound = 0;
     for (const CurvePoint& point : curve) {
       if (point.threshold >= parent.high || !meets_support(point.tally, min_support)) continue;
-      const double lower = wilson_lower_bound(point.tally.precision(), point.tally.effective_n());
+      const double lower = wilson_lower_bound(point.tally.precision(), point.tally.effective_n(), level);
       if (lower >= target_precision) {
         lowered = &point;
         lowered_bound = lower;

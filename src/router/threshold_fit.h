@@ -68,6 +68,7 @@ struct FitResult {
   std::string note;  // empty when there is nothing to explain
   std::vector<BucketRow> buckets;
   std::size_t samples = 0;
+  double point_high = 1.01;  // the high the point estimate alone would give (== high without a bound)
 };
 
 // Answered predictions at or above a threshold, weighted.
@@ -81,10 +82,10 @@ struct Tally {
 };
 Tally answered_at_or_above(const std::vector<LabelledPrediction>& rows, double threshold);
 
-// One-sided 95% Wilson score bounds of a proportion seen over `effective_n` trials; (0, 1) when
-// effective_n is 0 (no evidence either way).
-double wilson_lower_bound(double proportion, double effective_n);
-double wilson_upper_bound(double proportion, double effective_n);
+// One-sided Wilson score bounds, at `confidence` (default 95%), of a proportion seen over
+// `effective_n` trials; (0, 1) when effective_n is 0 (no evidence either way).
+double wilson_lower_bound(double proportion, double effective_n, double confidence = 0.95);
+double wilson_upper_bound(double proportion, double effective_n, double confidence = 0.95);
 
 // The out-of-scope share of rows (true intent kOutOfScopeIntent), weighted; 0 when empty.
 double oos_share_of(const std::vector<LabelledPrediction>& rows);
@@ -112,8 +113,13 @@ Status reweight_to_oos_share(std::vector<LabelledPrediction>& rows, double oos_s
 // scope counted as a label) on confidence over all predictions: the lowest confidence from
 // which that fitted accuracy is >= 0.5 (kEdgeNever when it never is). Fewer than min_support
 // predictions → 0.5. Finally clamped to <= high.
+//
+// confidence > 0: "meets the target" means the one-sided Wilson LOWER bound of the precision at
+// that confidence (Kish's effective n) is >= target_precision, not the point estimate: a
+// threshold that only fits these rows is not taken. `point_high` keeps the point estimate's high
+// so the report can say which groups the bound made stricter. 0 = the point estimate.
 FitResult fit_band(const std::vector<LabelledPrediction>& rows, double target_precision,
-                   std::size_t min_support = 20);
+                   std::size_t min_support = 20, double confidence = 0.0);
 
 // Which rule set a group's band (shrink_band).
 enum class BandRule {
@@ -148,7 +154,9 @@ struct ShrinkResult {
 //    >= min_support and a 95% Wilson LOWER bound >= target. high = the lowest such threshold.
 // Stricter is checked first and wins. A band of its own takes low from the group's fit when it
 // has >= min_support rows (the parent's low otherwise), clamped to <= high.
+// `confidence` > 0 sets the level of both Wilson bounds and makes the raised high a bound too;
+// 0 keeps the 95% bounds for the decision and the point estimate for the raised high.
 ShrinkResult shrink_band(const std::vector<LabelledPrediction>& rows, const Band& parent,
-                         double target_precision, std::size_t min_support = 20);
+                         double target_precision, std::size_t min_support = 20, double confidence = 0.0);
 
 }  // namespace hengshi::router

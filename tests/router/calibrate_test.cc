@@ -438,6 +438,7 @@ CalibrateOptions fixed_options(ThresholdRule rule = ThresholdRule::hierarchical)
   options.min_support = 20;
   options.rule = rule;
   options.now = fixed_now();
+  options.confidence = 0;  // the point-estimate rules these tests pin; the bound has its own tests
   return options;
 }
 
@@ -703,6 +704,60 @@ TEST(CalibratePredictionsTest, OosShareWithoutOutOfScopeRowsIsRefused) {
   options.oos_share = 1.0;
   EXPECT_FALSE(calibrate_predictions(rows, options));
   EXPECT_FALSE(calibrate_predictions({}, fixed_options()));
+}
+
+}  // namespace
+}  // namespace hengshi::router
+
+namespace hengshi::router {
+namespace {
+
+TEST(CalibrateBoundTest, ABandFitsTheLowerBoundNotThePointEstimate) {
+  // 60 of 60 right at 0.95, 38 of 40 at 0.8: from 0.8 up 98 of 100 — the point estimate takes
+  // 0.8, but 98 of 100 has a 90% lower bound of 0.953, not shown to reach 0.97 on new traffic;
+  // 60 of 60 has 0.973. The bound keeps 0.95 and up, and the report says it made it stricter.
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "refund", 0.95, 60, 60);
+  add_rows(rows, "faq", "refund", 0.8, 40, 38);
+  CalibrateOptions options = fixed_options();
+  const CalibrateReport point = calibrate_rows(rows, options);
+  EXPECT_DOUBLE_EQ(point.file.default_band.high, 0.8);
+  EXPECT_TRUE(contains(format_calibrate_report(point), "point estimates")) << format_calibrate_report(point);
+
+  options.confidence = 0.9;
+  const CalibrateReport bounded = calibrate_rows(rows, options);
+  EXPECT_DOUBLE_EQ(bounded.file.default_band.high, 0.95);
+  EXPECT_GE(wilson_lower_bound(1.0, 60, 0.9), 0.97);
+  EXPECT_LT(wilson_lower_bound(0.98, 100, 0.9), 0.97);
+  const std::string report = format_calibrate_report(bounded);
+  EXPECT_TRUE(contains(report, "on new traffic, at 90% confidence: precision >=")) << report;
+  EXPECT_TRUE(contains(report, "made stricter by the bound (against the point estimate): default")) << report;
+  // A higher confidence never loosens a band.
+  options.confidence = 0.99;
+  EXPECT_GE(calibrate_rows(rows, options).file.default_band.high, bounded.file.default_band.high);
+}
+
+TEST(CalibrateBoundTest, TheLeakCapHoldsOnItsUpperBound) {
+  // 200 out-of-scope rows, 6 of them answered (3%) at 0.91..0.96. A cap of 3% is met by the
+  // point estimate, but the upper bound of 6/200 is over 4%: the floor rises until it is not.
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "refund", 0.9, 300, 300);
+  for (double confidence : {0.91, 0.92, 0.93, 0.94, 0.95, 0.96}) add_oos(rows, "refund", confidence, 1);
+  add_oos(rows, "", 0.2, 194);
+  CalibrateOptions options = fixed_options();
+  options.target_precision = 0.95;
+  options.max_oos_leak = 0.03;
+  EXPECT_FALSE(calibrate_rows(rows, options).leak_floor) << "6 of 200 is 3%: the point estimate keeps it";
+  options.confidence = 0.9;
+  const CalibrateReport bounded = calibrate_rows(rows, options);
+  ASSERT_TRUE(bounded.leak_floor);
+  const double leak = bounded.final_policy.oos_leak;
+  EXPECT_LT(leak, 0.03);
+  EXPECT_LE(wilson_upper_bound(leak, 200, 0.9), 0.03 + 1e-9);
+  options.confidence = 1.0;
+  auto refused = calibrate_predictions(rows, options);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(contains(refused.error().message, "confidence must be in [0, 1)"));
 }
 
 }  // namespace
