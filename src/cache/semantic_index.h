@@ -17,10 +17,11 @@
 namespace hnswlib {
 template <typename T>
 class HierarchicalNSW;
-class InnerProductSpace;
 }  // namespace hnswlib
 
 namespace hengshi::cache {
+
+class UnitVectorSpace;  // semantic_index.cc: hnswlib's inner-product space, with an SSE distance
 
 class SemanticIndex {
  public:
@@ -56,7 +57,7 @@ class SemanticIndex {
 
   int dim_;
   double rebuild_share_;
-  std::unique_ptr<hnswlib::InnerProductSpace> space_;
+  std::unique_ptr<UnitVectorSpace> space_;
   std::unique_ptr<hnswlib::HierarchicalNSW<float>> graph_;
   std::size_t capacity_ = 0;
   std::size_t stored_ = 0;      // points in the graph, tombstones included

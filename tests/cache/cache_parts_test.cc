@@ -74,5 +74,29 @@ TEST(SemanticIndexTest, FindsTheNearestLiveEntriesAndRebuildsPastItsTombstones) 
   EXPECT_EQ(found.front().id, 150u);
 }
 
+TEST(SemanticIndexTest, SimilaritiesAreTheExactDotProductsWhateverTheDimension) {
+  // The index's own SSE distance (16 floats a step, then the rest one by one) against a plain
+  // dot product, for dimensions below, at and past a multiple of 16.
+  for (int dim : {7, 16, 37, 256}) {
+    SemanticIndex index(dim, 0.25);
+    std::mt19937 random(static_cast<unsigned>(dim));
+    std::vector<std::vector<float>> vectors;
+    for (std::uint64_t id = 0; id < 20; ++id) {
+      vectors.push_back(random_unit(random, dim));
+      index.add(id, vectors.back());
+    }
+    const std::vector<float> query = random_unit(random, dim);
+    std::vector<SemanticIndex::Neighbour> found;
+    index.nearest(query, 20, found);
+    ASSERT_EQ(found.size(), 20u) << dim;
+    for (const auto& neighbour : found) {
+      double dot = 0;
+      for (int i = 0; i < dim; ++i) dot += static_cast<double>(query[i]) * vectors[neighbour.id][i];
+      EXPECT_NEAR(neighbour.similarity, dot, 1e-5) << "dim " << dim << " id " << neighbour.id;
+    }
+    for (std::size_t i = 1; i < found.size(); ++i) EXPECT_GE(found[i - 1].similarity, found[i].similarity);
+  }
+}
+
 }  // namespace
 }  // namespace hengshi::cache
