@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chaos_load.h"
+#include "core/json_lines.h"
 #include "core/progress.h"
 #include "support/child_process.h"
 
@@ -102,14 +103,14 @@ struct Request {
   bool large_correct = false;
 };
 
+// Rows of a data file (core/json_lines.h: blank lines skipped, a bad line names file and line).
 std::vector<json> read_jsonl(const std::string& path) {
   std::vector<json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto row = json::parse(line, nullptr, false);
-    if (row.is_object()) out.push_back(std::move(row));
-  }
+  const hengshi::Status loaded = hengshi::for_each_json_line(path, [&](const json& row, std::size_t) {
+    out.push_back(row);
+    return std::string();
+  });
+  if (!loaded) throw std::runtime_error(loaded.error().message);
   return out;
 }
 

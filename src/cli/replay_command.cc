@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chain/shadow.h"
+#include "core/json_lines.h"
 #include "core/json_text.h"
 #include "edge/intent_engine.h"
 #include "obs/replay.h"
@@ -37,28 +38,19 @@ int fail(const std::string& message) {
 }
 
 // Labels: JSON Lines {"id": ..., "intent": ...} or {"text": ..., "intent": ...}.
-Result<Ok> read_labels(const std::string& path, obs::ReplayInputs& inputs) {
-  std::ifstream in(path);
-  if (!in) return Error{"labels_unreadable", path + ": cannot open"};
-  std::string line;
-  std::size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const json row = json::parse(line, nullptr, false);
-    if (row.is_discarded() || !row.is_object() || !row.contains("intent") || !row["intent"].is_string()) {
-      return Error{"labels_invalid", path + ":" + std::to_string(number) + ": needs {\"id\" or \"text\", \"intent\"}"};
-    }
-    const std::string intent = row["intent"].get<std::string>();
+Status read_labels(const std::string& path, obs::ReplayInputs& inputs) {
+  return for_each_json_line(path, [&](const json& row, std::size_t) -> std::string {
+    std::string intent;
+    if (std::string why = required_string(row, "intent", intent); !why.empty()) return why;
     if (row.contains("id") && row["id"].is_string()) {
       inputs.labels_by_id[row["id"].get<std::string>()] = intent;
     } else if (row.contains("text") && row["text"].is_string()) {
       inputs.labels_by_text[row["text"].get<std::string>()] = intent;
     } else {
-      return Error{"labels_invalid", path + ":" + std::to_string(number) + ": needs \"id\" or \"text\" (a string)"};
+      return "needs \"id\" or \"text\" (a string) beside \"intent\"";
     }
-  }
-  return Ok{};
+    return {};
+  });
 }
 
 int run_replay(const ReplayArgs& args) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_lines.h"
 #include "core/json_text.h"
 
 namespace hengshi::edge {
@@ -101,27 +102,20 @@ Result<ReviewState> read_review_state(const std::string& data_path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return state;
   state.is_export = true;
-  std::ifstream in(path);
-  if (!in) return Error{"review_invalid", path + ": cannot open"};
-  std::string line;
-  std::size_t number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const json row = json::parse(line, nullptr, false);
-    if (row.is_discarded() || !row.is_object() || !row.contains("text") || !row["text"].is_string()) {
-      return Error{"review_invalid", path + ":" + std::to_string(number) + ": not a review row {\"text\", \"verdict\"}"};
-    }
+  // An export without rows has an empty review file: nothing to review (the helper below calls a
+  // file without rows an error).
+  if (std::filesystem::file_size(path, ec) == 0 && !ec) return state;
+  Status read = for_each_json_line(path, [&](const json& row, std::size_t) -> std::string {
+    if (!row.contains("text") || !row["text"].is_string()) return "not a review row {\"text\", \"verdict\"}";
     ++state.sampled;
     const json verdict = row.value("verdict", json(nullptr));
-    if (verdict.is_null()) continue;
-    if (verdict != "ok" && verdict != "bad") {
-      return Error{"review_invalid",
-                   path + ":" + std::to_string(number) + ": verdict must be \"ok\", \"bad\" or null (not reviewed yet)"};
-    }
+    if (verdict.is_null()) return {};
+    if (verdict != "ok" && verdict != "bad") return "verdict must be \"ok\", \"bad\" or null (not reviewed yet)";
     ++state.reviewed;
     if (verdict == "bad") state.bad_texts.insert(row["text"].get<std::string>());
-  }
+    return {};
+  });
+  if (!read) return read.error();
   return state;
 }
 
