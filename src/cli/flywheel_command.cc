@@ -35,11 +35,7 @@ int run_export(const FlywheelArgs& args) {
   if (!policy) return fail("--policy: " + policy.error().message);
   std::vector<obs::LoggedRequest> rows;
   obs::LogReadStats stats;
-  for (const auto& path : args.logs) {
-    std::ifstream in(path);
-    if (!in) return fail(path + ": cannot open the request log");
-    obs::read_request_log(in, rows, stats);
-  }
+  if (Status read = obs::read_request_log_files(args.logs, rows, stats); !read) return fail(read.error().message);
   const edge::TextNormalizer normalizer;
   edge::FlywheelOptions options;
   options.review_share = args.review_share;

@@ -57,11 +57,7 @@ int run_replay(const ReplayArgs& args) {
   if (!(args.target_precision > 0 && args.target_precision <= 1)) return fail("--target-precision must be in (0, 1]");
   std::vector<obs::LoggedRequest> rows;
   obs::LogReadStats stats;
-  for (const auto& path : args.logs) {
-    std::ifstream in(path);
-    if (!in) return fail(path + ": cannot open the request log");
-    obs::read_request_log(in, rows, stats);
-  }
+  if (Status read = obs::read_request_log_files(args.logs, rows, stats); !read) return fail(read.error().message);
   std::fprintf(stderr, "hengshi replay: %zu line(s): %zu request(s), %zu shadow(s), %zu malformed, %zu of another schema\n",
                stats.lines, stats.requests, stats.shadows, stats.malformed, stats.other_schema);
 

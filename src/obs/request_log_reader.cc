@@ -1,5 +1,6 @@
 #include "obs/request_log_reader.h"
 
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -29,9 +30,17 @@ bool LoggedRequest::edge_served() const {
 
 bool LoggedRequest::cloud_served() const { return answered_by == "cloud-small" || answered_by == "cloud-large"; }
 
-void read_request_log(std::istream& in, std::vector<LoggedRequest>& out, LogReadStats& stats) {
+namespace {
+
+// The shadow join, kept across the files of one log.
+struct ShadowJoin {
   std::map<std::string, std::size_t> by_id;  // request id → index in `out`, for the shadows
   std::map<std::string, bool> early_shadows;  // a shadow line may come before its request's
+};
+
+void read_lines(std::istream& in, std::vector<LoggedRequest>& out, LogReadStats& stats, ShadowJoin& join) {
+  auto& by_id = join.by_id;
+  auto& early_shadows = join.early_shadows;
   std::string line;
   while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -84,6 +93,24 @@ void read_request_log(std::istream& in, std::vector<LoggedRequest>& out, LogRead
     by_id[row.id] = out.size();
     out.push_back(std::move(row));
   }
+}
+
+}  // namespace
+
+void read_request_log(std::istream& in, std::vector<LoggedRequest>& out, LogReadStats& stats) {
+  ShadowJoin join;
+  read_lines(in, out, stats, join);
+}
+
+Status read_request_log_files(const std::vector<std::string>& paths, std::vector<LoggedRequest>& out,
+                              LogReadStats& stats) {
+  ShadowJoin join;
+  for (const auto& path : paths) {
+    std::ifstream in(path);
+    if (!in) return Error{"log_unreadable", path + ": cannot open the request log"};
+    read_lines(in, out, stats, join);
+  }
+  return Ok{};
 }
 
 }  // namespace hengshi::obs

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/result.h"
+
 namespace hengshi::obs {
 
 struct LoggedRequest {
@@ -43,5 +45,10 @@ struct LogReadStats {
 
 // Reads every line of `in`, appending requests to `out` in log order.
 void read_request_log(std::istream& in, std::vector<LoggedRequest>& out, LogReadStats& stats);
+
+// The same over several files (a log and its rotated parts) as one log: a shadow line joins its
+// request whichever file each landed in. Error "log_unreadable" names a file that cannot be opened.
+Status read_request_log_files(const std::vector<std::string>& paths, std::vector<LoggedRequest>& out,
+                              LogReadStats& stats);
 
 }  // namespace hengshi::obs

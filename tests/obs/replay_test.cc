@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 
 namespace hengshi::obs {
@@ -133,6 +135,25 @@ TEST(RequestLogReaderTest, JoinsShadowsByIdInEitherOrderAndCountsWhatItSkips) {
   EXPECT_EQ(rows[1].shadow_agree, true) << "a shadow line before its request's is kept";
   EXPECT_TRUE(rows[1].pii);
   EXPECT_DOUBLE_EQ(rows[1].cost, 0.5);
+}
+
+TEST(RequestLogReaderTest, ALogAndItsRotatedPartReadAsOneLog) {
+  // Rotation can put a request in FILE.1 and its shadow (written after the answer) in FILE.
+  const std::string older = ::testing::TempDir() + "/reader_test.jsonl.1";
+  const std::string newer = ::testing::TempDir() + "/reader_test.jsonl";
+  std::ofstream(older) << "{\"schema\":1,\"id\":\"r1\",\"answered_by\":\"edge_intent\",\"cost\":0}\n";
+  std::ofstream(newer) << "{\"schema\":1,\"shadow\":true,\"id\":\"r1\",\"verdict\":\"agree\"}\n";
+  std::vector<LoggedRequest> rows;
+  LogReadStats stats;
+  ASSERT_TRUE(read_request_log_files({older, newer}, rows, stats).ok());
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].shadow_agree, true);
+  EXPECT_EQ(stats.shadows, 1u);
+  auto missing = read_request_log_files({newer + ".absent"}, rows, stats);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("cannot open the request log"), std::string::npos);
+  std::remove(older.c_str());
+  std::remove(newer.c_str());
 }
 
 }  // namespace
