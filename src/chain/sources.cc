@@ -96,6 +96,20 @@ std::string reply_text(const nlohmann::json& body) {
   return content.is_string() ? content.get<std::string>() : std::string();
 }
 
+json yes_no_check(std::string_view instruction, std::string_view label, std::string_view answer,
+                  std::string_view question) {
+  std::string user(label);
+  user += ": ";
+  user += answer;
+  user += "\nDoes it answer this question? Reply yes or no.\nQuestion: ";
+  user += question;
+  return {{"model", "verify"},
+          {"max_tokens", 3},
+          {"temperature", 0},
+          {"messages", json::array({{{"role", "system"}, {"content", std::string(instruction)}},
+                                    {{"role", "user"}, {"content", std::move(user)}}})}};
+}
+
 bool says_yes(std::string_view text) {
   const std::size_t start = text.find_first_not_of(" \t\r\n\"'");
   if (start == std::string_view::npos) return false;
@@ -127,19 +141,10 @@ awaitable<Result<Answer, AttemptError>> EdgeIntentSource::answer(const SourceReq
   if (judge_ == nullptr) co_return answer;
 
   // A cheap judge: a few output tokens on the small model, never the full answer.
-  const json check = {
-      {"model", "verify"},
-      {"max_tokens", 3},
-      {"temperature", 0},
-      {"messages",
-       json::array({{{"role", "system"},
-                     {"content",
-                      "You check the answers of a customer-service FAQ bot. Reply with one word: yes if the "
-                      "proposed answer answers the user's question, no otherwise."}},
-                    {{"role", "user"},
-                     {"content", "Proposed answer: " + prediction->answer +
-                                     "\nDoes it answer this question? Reply yes or no.\nQuestion: " +
-                                     request.request->last_user_text()}}})}};
+  const json check = yes_no_check(
+      "You check the answers of a customer-service FAQ bot. Reply with one word: yes if the proposed answer "
+      "answers the user's question, no otherwise.",
+      "Proposed answer", prediction->answer, request.request->last_user_text());
   const auto started = Clock::now();
   auto reply = co_await judge_->complete(check, request.deadline, request.cancel);
   std::string verdict = "error";

@@ -76,4 +76,9 @@ std::string reply_text(const nlohmann::json& body);
 // The judge's verdict: its answer starts with "yes" (any case) or 是, past quotes and spaces.
 bool says_yes(std::string_view text);
 
+// A cheap yes/no check for a judge pool: a few output tokens, temperature 0. `instruction` is the
+// system prompt; the user turn shows "<label>: <answer>" and asks whether it answers `question`.
+nlohmann::json yes_no_check(std::string_view instruction, std::string_view label, std::string_view answer,
+                            std::string_view question);
+
 }  // namespace hengshi::chain

@@ -41,17 +41,10 @@ bool is_json_content_type(std::string_view value) {
 // parameters live in the coroutine's frame, which a lambda coroutine's captures would not).
 awaitable<bool> confirm_cached_answer(cloud::CloudPool& judge, std::string question, std::string answer,
                                       Deadline deadline, CancelToken cancel) {
-  const json check = {
-      {"model", "verify"},
-      {"max_tokens", 3},
-      {"temperature", 0},
-      {"messages",
-       json::array({{{"role", "system"},
-                     {"content", "You check a cache of answers. Reply with one word: yes if the stored answer "
-                                 "answers the user's question exactly as asked, no otherwise."}},
-                    {{"role", "user"},
-                     {"content", "Stored answer: " + answer + "\nDoes it answer this question? Reply yes or no.\n"
-                                                               "Question: " + question}}})}};
+  const json check = chain::yes_no_check(
+      "You check a cache of answers. Reply with one word: yes if the stored answer answers the user's "
+      "question exactly as asked, no otherwise.",
+      "Stored answer", answer, question);
   auto reply = co_await judge.complete(check, deadline, std::move(cancel));
   co_return reply && chain::says_yes(chain::reply_text(reply->body));
 }
