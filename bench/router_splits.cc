@@ -138,15 +138,7 @@ int run(const Options& options) {
       auto predict = [&](const std::vector<IntentExample>& part) {
         std::vector<LabelledPrediction> out;
         for (const auto& row : part) {
-          const auto p = (*engine)->predict(row.text);
-          LabelledPrediction labelled;
-          labelled.task_type = "faq";
-          labelled.intent_true = row.intent;
-          labelled.intent_predicted = p.intent;
-          labelled.confidence = p.confidence;
-          labelled.predicted_oos = p.is_oos;
-          labelled.has_answer = !p.answer.empty();
-          out.push_back(std::move(labelled));
+          out.push_back(hengshi::router::labelled_prediction((*engine)->predict(row.text), "faq", row.intent));
         }
         return out;
       };

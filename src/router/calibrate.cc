@@ -496,6 +496,18 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   return report;
 }
 
+LabelledPrediction labelled_prediction(const edge::IntentPrediction& prediction, std::string task_type,
+                                       std::string intent_true) {
+  LabelledPrediction labelled;
+  labelled.task_type = std::move(task_type);
+  labelled.intent_true = std::move(intent_true);
+  labelled.intent_predicted = prediction.intent;
+  labelled.confidence = prediction.confidence;
+  labelled.predicted_oos = prediction.is_oos;
+  labelled.has_answer = !prediction.answer.empty();
+  return labelled;
+}
+
 Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                              const std::vector<CalibrationRow>& rows,
                                              const CalibrateOptions& options) {
@@ -514,15 +526,9 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
       ++skipped;
       continue;
     }
-    const edge::IntentPrediction prediction = engine.predict(row.text);
-    LabelledPrediction labelled;
-    labelled.task_type = row.task_type.empty() ? options.default_task_type : row.task_type;
-    labelled.intent_true = row.intent;
-    labelled.intent_predicted = prediction.intent;
-    labelled.confidence = prediction.confidence;
-    labelled.predicted_oos = prediction.is_oos;
-    labelled.has_answer = !prediction.answer.empty();
-    predictions.push_back(std::move(labelled));
+    predictions.push_back(labelled_prediction(engine.predict(row.text),
+                                              row.task_type.empty() ? options.default_task_type : row.task_type,
+                                              row.intent));
   }
   if (predictions.empty()) {
     return Error{"data_invalid",

@@ -149,6 +149,10 @@ struct CalibrateReport {
 // default_task_type, oos_share not in [0, 1) or set > 0 with no out-of-scope rows, real or
 // synthetic),
 // "data_invalid" (no usable rows).
+// One calibration row as the fit reads it: the engine's prediction of a row whose truth is known.
+LabelledPrediction labelled_prediction(const edge::IntentPrediction& prediction, std::string task_type,
+                                       std::string intent_true);
+
 Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                              const std::vector<CalibrationRow>& rows,
                                              const CalibrateOptions& options);
