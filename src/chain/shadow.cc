@@ -69,11 +69,10 @@ std::set<std::uint64_t> bigrams(std::string_view text) {
   return out;
 }
 
+// The model (edge or cloud) that answered; none for the gateway's own replies and the cache.
 std::optional<Source> source_named(std::string_view name) {
-  for (Source source : {Source::edge_intent, Source::edge_intent_verified, Source::edge_llm,
-                        Source::cloud_small, Source::cloud_large}) {
-    if (to_string(source) == name) return source;
-  }
+  const auto source = source_from_string(name);
+  if (source && (is_edge(*source) || is_cloud(*source))) return source;
   return std::nullopt;
 }
 

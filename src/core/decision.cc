@@ -26,6 +26,15 @@ std::optional<Route> route_from_string(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<Source> source_from_string(std::string_view name) {
+  for (Source source : {Source::edge_intent, Source::edge_intent_verified, Source::edge_llm, Source::cloud_small,
+                        Source::cloud_large, Source::human_handoff, Source::safe_reply, Source::last_resort_reply,
+                        Source::cache}) {
+    if (to_string(source) == name) return source;
+  }
+  return std::nullopt;
+}
+
 std::string_view to_string(EdgeEngine engine) {
   switch (engine) {
     case EdgeEngine::none: return "";

@@ -94,6 +94,8 @@ std::string_view to_string(Level level);        // "L0".."L4"
 std::string_view to_string(Source source);
 // The pool a cloud route or source names ("cloud-small" / "cloud-large"); "" otherwise.
 std::optional<Route> route_from_string(std::string_view name);
+// The Source a wire name (to_string(Source): answered_by, hop sources) stands for; none if unknown.
+std::optional<Source> source_from_string(std::string_view name);
 inline bool is_cloud(Route route) { return route == Route::cloud_small || route == Route::cloud_large; }
 inline bool is_cloud(Source source) { return source == Source::cloud_small || source == Source::cloud_large; }
 // Reasons that keep a request's text on the edge (and out of the request log's text field).

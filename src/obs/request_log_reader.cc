@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/decision.h"
 #include "obs/request_log.h"
 
 namespace hengshi::obs {
@@ -25,10 +26,14 @@ double number_of(const json& object, const char* key) {
 }  // namespace
 
 bool LoggedRequest::edge_served() const {
-  return answered_by == "edge_intent" || answered_by == "edge_intent_verified" || answered_by == "edge_llm";
+  const auto source = source_from_string(answered_by);
+  return source && is_edge(*source);
 }
 
-bool LoggedRequest::cloud_served() const { return answered_by == "cloud-small" || answered_by == "cloud-large"; }
+bool LoggedRequest::cloud_served() const {
+  const auto source = source_from_string(answered_by);
+  return source && is_cloud(*source);
+}
 
 namespace {
 

@@ -6,18 +6,16 @@ namespace hengshi::server {
 namespace {
 
 bool is_edge_source_name(std::string_view name) {
-  return name == to_string(Source::edge_intent) || name == to_string(Source::edge_intent_verified) ||
-         name == to_string(Source::edge_llm);
+  const auto source = source_from_string(name);
+  return source && is_edge(*source);
 }
 
 // Who answered, in the few values a dashboard shows: the edge, a pool, the cache, the gateway.
 std::string answered_by_label(const ResponseMeta& meta) {
-  if (meta.answered_by.empty()) return "none";
-  if (is_edge_source_name(meta.answered_by)) return "edge";
-  if (meta.answered_by == to_string(Source::cloud_small) || meta.answered_by == to_string(Source::cloud_large) ||
-      meta.answered_by == to_string(Source::cache)) {
-    return meta.answered_by;
-  }
+  const auto source = source_from_string(meta.answered_by);
+  if (!source) return "none";
+  if (is_edge(*source)) return "edge";
+  if (is_cloud(*source) || *source == Source::cache) return meta.answered_by;
   return "gateway";  // the hand-off, the safe reply, the last resort
 }
 
