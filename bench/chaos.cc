@@ -27,8 +27,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +45,7 @@
 
 #include "chaos_load.h"
 #include "chaos_stats.h"
+#include "child_guard.h"
 #include "core/progress.h"
 #include "support/child_process.h"
 #include "support/http_client.h"
@@ -65,31 +64,14 @@ using Millis = std::chrono::milliseconds;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// ---------------------------------------------------------------------------------------------
-// Children are killed on SIGINT/SIGTERM and by the watchdog alarm: they run in their own process
-// groups (ChildProcess), so nothing else would stop them if this program died. A signal handler
-// can only reach a fixed array of atomics, hence this one piece of static state.
-std::array<std::atomic<pid_t>, 8> g_child_pids{};
-// Slots: the sims first (one, or one per target), then the two gateways.
+// Slots of bench/child_guard.h: the sims first (one, or one per target), then the two gateways.
 enum Slot : std::size_t { kSim = 0, kChain = 5, kNaive = 6 };
-
-void kill_children_and_exit(int signal_number) {
-  for (auto& pid : g_child_pids) {
-    pid_t p = pid.load();
-    if (p > 0) ::kill(p, SIGKILL);
-  }
-  if (signal_number == SIGALRM) {
-    static const char message[] = "bench_chaos: watchdog: the run took too long, stopped\n";
-    (void)!::write(STDERR_FILENO, message, sizeof(message) - 1);
-  }
-  ::_exit(signal_number == SIGALRM ? 2 : 128 + signal_number);
-}
 
 std::unique_ptr<ChildProcess> start_process(const std::vector<std::string>& argv, std::size_t slot,
                                             const std::string& what) {
   try {
     auto child = std::make_unique<ChildProcess>(ChildProcess::start(argv, Millis(30'000)));
-    g_child_pids[slot].store(child->pid());
+    hengshi::bench::track_child(slot, child->pid());
     return child;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "bench_chaos: %s did not start: %s\n", what.c_str(), error.what());
@@ -439,7 +421,7 @@ class ScenarioRunner {
             hengshi::bench::time_to_cloud_answers(schedule, target.outcomes, phase.start_s, phase.end_s, 0.95, 1.0);
       }
     }
-    for (auto& slot : g_child_pids) slot.store(0);
+    hengshi::bench::forget_children();
     sims_.clear();
     result.ran = true;
     return result;
@@ -489,7 +471,7 @@ class ScenarioRunner {
         case Action::kill_sim:
           sims_[i]->signal(SIGKILL);
           sims_[i]->wait(Millis(5000));
-          g_child_pids[kSim + i].store(0);
+          hengshi::bench::track_child(kSim + i, 0);
           break;
         case Action::restart_sim:
           sims_[i].reset();
@@ -850,12 +832,8 @@ int main(int argc, char** argv) {
   }
   if (options.source_dir.empty()) options.source_dir = HENGSHI_SOURCE_DIR;
 
-  struct sigaction action {};
-  action.sa_handler = kill_children_and_exit;
-  sigemptyset(&action.sa_mask);
-  for (int signal_number : {SIGINT, SIGTERM, SIGALRM}) sigaction(signal_number, &action, nullptr);
   // Watchdog: training, every scenario at its scale, the drains and a generous margin.
-  ::alarm(static_cast<unsigned>(330 * options.scale) + 60 + 900);
+  hengshi::bench::kill_children_on_exit("bench_chaos", static_cast<unsigned>(330 * options.scale) + 60 + 900);
 
   try {
     return run(options);

@@ -18,8 +18,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -34,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chaos_load.h"
+#include "child_guard.h"
 #include "core/json_lines.h"
 #include "core/progress.h"
 #include "support/child_process.h"
@@ -49,15 +48,6 @@ using hengshi::testing::ChildProcess;
 using Millis = std::chrono::milliseconds;
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-// Children die with this program (SIGINT, SIGTERM, the watchdog): see bench/chaos.cc.
-std::array<std::atomic<pid_t>, 4> g_child_pids{};
-void kill_children_and_exit(int signal_number) {
-  for (auto& pid : g_child_pids) {
-    if (pid_t p = pid.load(); p > 0) ::kill(p, SIGKILL);
-  }
-  ::_exit(signal_number == SIGALRM ? 2 : 128 + signal_number);
-}
 
 struct Options {
   std::string data_dir = HENGSHI_DEFAULT_DATA_DIR;
@@ -132,7 +122,7 @@ double percentile(std::vector<double> values, double q) {
 
 std::unique_ptr<ChildProcess> start(const std::vector<std::string>& argv, std::size_t slot) {
   auto child = std::make_unique<ChildProcess>(ChildProcess::start(argv, Millis(60'000)));
-  g_child_pids[slot].store(child->pid());
+  hengshi::bench::track_child(slot, child->pid());
   return child;
 }
 
@@ -453,7 +443,7 @@ int run(const Options& options) {
     run_target(name, gateway->port(), "auto", false);
     progress.advance();
     gateway.reset();
-    g_child_pids[2].store(0);
+    hengshi::bench::track_child(2, 0);
   }
 
   progress.done();
@@ -552,12 +542,9 @@ int main(int argc, char** argv) {
     const fs::path self = fs::canonical("/proc/self/exe", ec);  // <build>/bench/bench_e2e
     options.build_dir = ec ? "build" : self.parent_path().parent_path().string();
   }
-  struct sigaction action {};
-  action.sa_handler = kill_children_and_exit;
-  sigemptyset(&action.sa_mask);
-  for (int signal_number : {SIGINT, SIGTERM, SIGALRM}) sigaction(signal_number, &action, nullptr);
   // Watchdog: training, four runs of the traffic at its rate, and a generous margin.
-  ::alarm(static_cast<unsigned>(1800 + 4 * (static_cast<double>(options.requests) / options.rate + 30)));
+  hengshi::bench::kill_children_on_exit(
+      "bench_e2e", static_cast<unsigned>(1800 + 4 * (static_cast<double>(options.requests) / options.rate + 30)));
   try {
     return run(options);
   } catch (const std::exception& error) {
