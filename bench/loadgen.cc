@@ -3,14 +3,16 @@
 // its latency is measured from that due time, so a stalled server shows up in the tail.
 //
 //   bench_loadgen --url http://127.0.0.1:PORT/v1/chat/completions --rate 2000 --seconds 10
-//                 --connections 64 --body FILE [--stream] [--warmup-seconds 2]
+//                 --connections 64 --body FILE [--header 'Name: value'] [--warmup-seconds 2]
 //   bench_loadgen --hold HOST:PORT --connections 1000 --seconds 3   (open idle connections)
 //
-// Prints one JSON object: achieved rps, latency percentiles in µs, errors.
+// Prints one JSON object: achieved rps, latency percentiles in µs (whole answer, and time to the
+// first body byte: a stream's TTFT), errors.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -39,6 +41,8 @@ struct Run {
   std::chrono::nanoseconds interval;
   std::uint64_t next_slot = 0;
   std::vector<std::int64_t> latencies_us;
+  std::vector<std::int64_t> first_byte_us;  // time to the first body byte (TTFT of a stream)
+  std::vector<std::pair<std::string, std::string>> headers;
   std::uint64_t errors = 0;
   std::uint64_t non_200 = 0;
   std::uint64_t completed = 0;
@@ -58,6 +62,7 @@ awaitable<void> connection_loop(Run& run, tcp::endpoint endpoint, std::string ho
   http::request<http::string_body> request{http::verb::post, target, 11};
   request.set(http::field::host, host);
   request.set(http::field::content_type, "application/json");
+  for (const auto& [name, value] : run.headers) request.set(name, value);
   request.body() = body;
   request.prepare_payload();
   beast::flat_buffer buffer;
@@ -75,13 +80,23 @@ awaitable<void> connection_loop(Run& run, tcp::endpoint endpoint, std::string ho
       ++run.errors;
       break;
     }
-    http::response<http::string_body> response;
-    co_await http::async_read(stream, buffer, response, asio::redirect_error(use_awaitable, ec));
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+    co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    while (!ec && !parser.is_done() && parser.get().body().empty()) {
+      co_await http::async_read_some(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    }
+    auto first_byte = Clock::now();
+    if (!ec && !parser.is_done()) {
+      co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    }
     if (ec) {
+      if (run.errors == 0) std::cerr << "first error: " << ec.message() << "\n";
       ++run.errors;
       break;
     }
     auto done = Clock::now();
+    const auto& response = parser.get();
     if (response.result_int() != 200) {
       if (run.non_200++ == 0) {
         std::cerr << "first non-200 answer: " << response.result_int() << " " << response.body() << "\n";
@@ -90,6 +105,7 @@ awaitable<void> connection_loop(Run& run, tcp::endpoint endpoint, std::string ho
     if (due >= run.measure_from) {
       ++run.completed;
       run.latencies_us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(done - due).count());
+      run.first_byte_us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(first_byte - due).count());
     }
   }
 }
@@ -153,6 +169,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "measured duration");
   app.add_option("--warmup-seconds", warmup_seconds, "unmeasured warm-up");
   app.add_option("--connections", connections, "keep-alive connections");
+  std::vector<std::string> headers;
+  app.add_option("--header", headers, "extra request header 'Name: value' (repeatable)");
   app.add_option("--hold", hold, "HOST:PORT: open --connections idle connections and hold them");
   CLI11_PARSE(app, argc, argv);
 
@@ -171,6 +189,16 @@ int main(int argc, char** argv) {
   tcp::endpoint endpoint(asio::ip::make_address(parsed->host),
                          static_cast<unsigned short>(std::stoi(parsed->port)));
   Run run;
+  for (const auto& header : headers) {
+    auto colon = header.find(':');
+    if (colon == std::string::npos) {
+      std::cerr << "--header wants 'Name: value', got " << header << "\n";
+      return 2;
+    }
+    auto value = header.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    run.headers.emplace_back(header.substr(0, colon), value);
+  }
   run.interval = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / rate));
   run.start = Clock::now() + std::chrono::milliseconds(50);
   run.measure_from = run.start + std::chrono::duration_cast<Clock::duration>(
@@ -184,6 +212,7 @@ int main(int argc, char** argv) {
   io.run();
   auto finished = Clock::now();
   std::sort(run.latencies_us.begin(), run.latencies_us.end());
+  std::sort(run.first_byte_us.begin(), run.first_byte_us.end());
   double measured_s = std::chrono::duration<double>(std::min(finished, run.end + std::chrono::seconds(30)) -
                                                     run.measure_from)
                           .count();
@@ -197,6 +226,8 @@ int main(int argc, char** argv) {
       {"p90_us", percentile(run.latencies_us, 0.90)},
       {"p99_us", percentile(run.latencies_us, 0.99)},
       {"max_us", run.latencies_us.empty() ? 0 : run.latencies_us.back()},
+      {"first_byte_p50_us", percentile(run.first_byte_us, 0.50)},
+      {"first_byte_p99_us", percentile(run.first_byte_us, 0.99)},
   };
   std::cout << out.dump() << std::endl;
   return run.errors == 0 ? 0 : 1;

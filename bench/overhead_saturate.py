@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""bench/overhead --saturate: hengshi's throughput and cost per request against an nginx proxy hop.
+
+One run, one machine, one fixed-answer nginx "mock LLM" on loopback. Closed-loop wrk (one
+thread) drives three paths in turn:
+  direct      wrk → mock
+  nginx hop   wrk → nginx (one worker, upstream keep-alive) → mock      the floor a proxy costs
+  hengshi     wrk → hengshi (one thread; a client key, the PII walk, the router, the chain and
+              metrics on; request log and cache off) → mock
+at c=4 and c=64. For each it prints RPS, p50/p99, the server's CPU µs per request (utime +
+stime from /proc/PID/stat over the run) and syscalls per request (perf's raw_syscalls
+tracepoint, in a separate short phase so counting does not slow the timed runs). A streaming
+phase does the same over SSE: CPU per chunk, and the TTFT each hop adds at a fixed rate.
+
+Ratios are what to read: the machine is shared and noisy, so every figure is against a
+baseline measured in the same run. `--check` compares the RPS ratio with bench/baseline.json
+and exits 1 when it fell more than 15% below it; the last line printed is the ratio.
+Loopback only; every phase is bounded in time.
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+STREAM_CHUNKS = 8  # content chunks in the mock's SSE answer
+
+ANSWER = {
+    "id": "chatcmpl-mock", "object": "chat.completion", "created": 1700000000, "model": "mock",
+    "choices": [{"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant",
+                             "content": "Your parcel left our warehouse yesterday and should arrive within two days."}}],
+    "usage": {"prompt_tokens": 31, "completion_tokens": 16, "total_tokens": 47},
+}
+
+
+def stream_answer():
+    words = "Your parcel left our warehouse yesterday and should arrive soon".split()
+    events = []
+    for i in range(STREAM_CHUNKS):
+        delta = {"role": "assistant", "content": words[i]} if i == 0 else {"content": " " + words[i]}
+        events.append({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000,
+                       "model": "mock", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    events.append({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000,
+                   "model": "mock", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 31, "completion_tokens": STREAM_CHUNKS,
+                             "total_tokens": 31 + STREAM_CHUNKS}})
+    return "".join(f"data: {json.dumps(e, separators=(',', ':'))}\n\n" for e in events) + "data: [DONE]\n\n"
+
+
+BODY = {"model": "cloud-small",
+        "messages": [{"role": "system", "content": "You are a helpful customer-service assistant."},
+                     {"role": "user", "content": "Hi, my parcel has not arrived yet, order 12345. Can you check where it is?"}],
+        "temperature": 0.2, "max_tokens": 64}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nginx_quote(text):
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
+
+
+def wait_listening(port, proc, what, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited: see its log")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    sys.exit(f"{what} did not listen on {port}")
+
+
+class Children:
+    def __init__(self):
+        self.procs = []
+
+    def start(self, args, log, **kw):
+        proc = subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def start_nginx(children, work, name, server_block):
+    """One nginx master with one worker; returns the worker's pid (whose CPU we count)."""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;
+  uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+  keepalive_requests 10000000; keepalive_timeout 120s;
+  {server_block}
+}}
+""")
+    master = children.start([shutil.which("nginx") or "/usr/sbin/nginx", "-c", conf, "-p", d], os.path.join(d, "out.log"))
+    return master
+
+
+def worker_pid(master, seconds=5):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{master.pid}/task/{master.pid}/children") as f:
+                kids = f.read().split()
+            if kids:
+                return int(kids[0])
+        except OSError:
+            pass
+        time.sleep(0.02)
+    sys.exit("nginx started no worker")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
+
+
+UNITS = {"us": 1, "ms": 1e3, "s": 1e6}
+
+
+def run_wrk(url, script, connections, seconds):
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script, url],
+                         capture_output=True, text=True, timeout=seconds + 60).stdout
+    pct = {m.group(1): float(m.group(2)) * UNITS[m.group(3)]
+           for m in re.finditer(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)}
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), "requests": requests,
+            "p50_us": pct.get("50", 0.0), "p99_us": pct.get("99", 0.0),
+            "errors": (int(bad.group(1)) if bad else 0) + (sum(map(int, errors.groups())) if errors else 0)}
+
+
+def measure(url, script, connections, seconds, pid):
+    before = cpu_seconds(pid)
+    r = run_wrk(url, script, connections, seconds)
+    r["cpu_us"] = (cpu_seconds(pid) - before) * 1e6 / max(1, r["requests"])
+    return r
+
+
+def syscalls_per_request(url, script, pid, seconds):
+    perf = shutil.which("perf")
+    if not perf:
+        return None
+    out = tempfile.NamedTemporaryFile(delete=False, suffix=".csv").name
+    counter = subprocess.Popen([perf, "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", str(pid), "-o", out],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)  # perf attaches before the load starts; not a synchronisation of the server
+    r = run_wrk(url, script, 4, seconds)
+    counter.send_signal(signal.SIGINT)
+    counter.wait(timeout=10)
+    with open(out) as f:
+        m = re.search(r"^(\d+),,raw_syscalls:sys_enter", f.read(), re.M)
+    os.unlink(out)
+    return int(m.group(1)) / max(1, r["requests"]) if m else None
+
+
+def loadgen_ttft(build, url, body, headers, rate, seconds):
+    args = [os.path.join(build, "bench", "bench_loadgen"), "--url", url, "--body", body, "--rate", str(rate),
+            "--seconds", str(seconds), "--connections", "16", "--warmup-seconds", "1"]
+    for h in headers:
+        args += ["--header", h]
+    return json.loads(subprocess.run(args, capture_output=True, text=True, timeout=seconds + 60).stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=8, help="each timed wrk run")
+    ap.add_argument("--check", action="store_true", help="fail when the RPS ratio fell >15%% below bench/baseline.json")
+    ap.add_argument("--record", action="store_true", help="write this run's ratios into bench/baseline.json")
+    ap.add_argument("--no-stream", action="store_true", help="skip the streaming phase")
+    ap.add_argument("--build-dir", default=os.environ.get("HENGSHI_BUILD_DIR", os.path.join(ROOT, "build")))
+    args = ap.parse_args()
+    for tool in ("wrk",):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is missing: scripts/setup installs it")
+    if not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")):
+        sys.exit("nginx is missing: scripts/setup installs nginx-light")
+    build = args.build_dir
+    hengshi = os.path.join(build, "src", "cli", "hengshi")
+
+    work = tempfile.mkdtemp(prefix="hengshi-saturate-")
+    children = Children()
+    try:
+        body = os.path.join(work, "body.json")
+        stream_body = os.path.join(work, "stream_body.json")
+        with open(body, "w") as f:
+            json.dump(BODY, f)
+        with open(stream_body, "w") as f:
+            json.dump(dict(BODY, stream=True), f)
+
+        mock_port, hop_port = free_port(), free_port()
+        mock = start_nginx(children, work, "mock", f"""server {{
+    listen 127.0.0.1:{mock_port} reuseport;
+    location = /v1/chat/completions {{ default_type application/json; return 200 {nginx_quote(json.dumps(ANSWER))}; }}
+    location = /stream/v1/chat/completions {{ default_type text/event-stream; return 200 {nginx_quote(stream_answer())}; }}
+  }}""")
+        hop = start_nginx(children, work, "hop", f"""upstream mock {{ server 127.0.0.1:{mock_port}; keepalive 256; }}
+  server {{
+    listen 127.0.0.1:{hop_port};
+    location / {{ proxy_pass http://mock; proxy_http_version 1.1; proxy_set_header Connection ""; }}
+    location /stream/ {{ proxy_pass http://mock; proxy_http_version 1.1; proxy_set_header Connection "";
+                        proxy_buffering off; }}
+  }}""")
+        wait_listening(mock_port, mock, "mock nginx")
+        wait_listening(hop_port, hop, "nginx hop")
+        mock_worker, hop_worker = worker_pid(mock), worker_pid(hop)
+
+        key = "sk-bench-" + hashlib.sha256(work.encode()).hexdigest()[:16]
+        keys = os.path.join(work, "keys.yaml")
+        with open(keys, "w") as f:
+            f.write(f"keys:\n  - name: bench\n    sha256: {hashlib.sha256(key.encode()).hexdigest()}\n")
+
+        def start_gateway(name, base_path):
+            port, admin = free_port(), free_port()
+            conf = os.path.join(work, f"{name}.yaml")
+            with open(conf, "w") as f:
+                f.write(f"""server: {{listen: "127.0.0.1:{port}", admin_listen: "127.0.0.1:{admin}", threads: 1,
+         idle_timeout_ms: 120000, keys_file: "{keys}"}}
+log: {{requests: ""}}
+cache: {{enabled: false}}  # the proxy path is measured: the same request repeats
+pools:
+  cloud-small: {{members: [{{name: mock, base_url: "http://127.0.0.1:{mock_port}{base_path}/v1", model: mock-small, max_concurrent: 4096}}]}}
+  cloud-large: {{members: [{{name: mock, base_url: "http://127.0.0.1:{mock_port}{base_path}/v1", model: mock-large, max_concurrent: 4096}}]}}
+""")
+            proc = children.start([hengshi, "serve", "--config", conf], os.path.join(work, f"{name}.log"))
+            wait_listening(port, proc, f"hengshi ({name})", seconds=60)
+            return proc, port
+
+        gateway, gw_port = start_gateway("gateway", "")
+
+        def lua(name, body_file, auth):
+            path = os.path.join(work, name + ".lua")
+            with open(path, "w") as f:
+                f.write(f'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                        f'local f = io.open("{body_file}", "rb")\nwrk.body = f:read("*a")\nf:close()\n')
+                if auth:
+                    f.write(f'wrk.headers["Authorization"] = "Bearer {key}"\n')
+            return path
+
+        plain, keyed = lua("plain", body, False), lua("keyed", body, True)
+        paths = [("direct", f"http://127.0.0.1:{mock_port}/v1/chat/completions", plain, mock_worker),
+                 ("nginx hop", f"http://127.0.0.1:{hop_port}/v1/chat/completions", plain, hop_worker),
+                 ("hengshi", f"http://127.0.0.1:{gw_port}/v1/chat/completions", keyed, gateway.pid)]
+
+        # Every path must answer 200 before anything is timed (a 401 runs faster than a proxy).
+        for name, url, script, _ in paths:
+            r = run_wrk(url, script, 1, 1)
+            if r["errors"] or not r["requests"]:
+                sys.exit(f"{name}: {r['errors']} errors in the warm-up: no measurement")
+
+        print(f"closed loop, wrk -t1, {args.seconds} s per run, non-streaming; server CPU from /proc/PID/stat")
+        print(f"{'path':12}{'conc':>6}{'RPS':>10}{'p50 µs':>9}{'p99 µs':>9}{'CPU µs/req':>12}{'errors':>8}")
+        results = {}
+        for conc in (4, 64):
+            for name, url, script, pid in paths:
+                r = measure(url, script, conc, args.seconds, pid)
+                results[(name, conc)] = r
+                print(f"{name:12}{conc:>6}{r['rps']:>10.0f}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
+                      f"{r['cpu_us']:>12.1f}{r['errors']:>8}", flush=True)
+
+        sys_counts = {name: syscalls_per_request(url, script, pid, 3) for name, url, script, pid in paths}
+        if all(v is not None for v in sys_counts.values()):
+            print("syscalls per request (perf raw_syscalls, c=4): " +
+                  ", ".join(f"{n} {v:.1f}" for n, v in sys_counts.items()))
+        else:
+            print("syscalls per request: perf (linux-perf) not available")
+
+        ratio = {c: results[("hengshi", c)]["rps"] / results[("nginx hop", c)]["rps"] for c in (4, 64)}
+        direct_p50 = results[("direct", 4)]["p50_us"]
+        added_hop = results[("nginx hop", 4)]["p50_us"] - direct_p50
+        added_gw = results[("hengshi", 4)]["p50_us"] - direct_p50
+        cpu = results[("hengshi", 4)]["cpu_us"]
+        verdicts = [
+            (f"RPS hengshi/nginx c=4 {ratio[4]:.2f}x", ratio[4] >= 0.6, "≥ 0.6x"),
+            (f"RPS hengshi/nginx c=64 {ratio[64]:.2f}x", ratio[64] >= 0.6, "≥ 0.6x"),
+            (f"added p50 c=4 hengshi {added_gw:.0f} µs vs nginx {added_hop:.0f} µs = "
+             f"{added_gw / max(1.0, added_hop):.2f}x", added_gw <= 2 * max(1.0, added_hop), "≤ 2x"),
+            (f"hengshi CPU per request {cpu:.1f} µs (nginx hop {results[('nginx hop', 4)]['cpu_us']:.1f})",
+             cpu <= 50, "≤ 50 µs"),
+        ]
+        for text, ok, target in verdicts:
+            print(f"  {text:70} target {target}: {'ok' if ok else 'NOT MET'}")
+        errors = sum(r["errors"] for r in results.values())
+
+        if not args.no_stream:
+            stream_gw, stream_port = start_gateway("stream", "/stream")
+            sse = lua("sse", stream_body, True)
+            sse_plain = lua("sse_plain", stream_body, False)
+            spaths = [("direct", f"http://127.0.0.1:{mock_port}/stream/v1/chat/completions", sse_plain, mock_worker),
+                      ("nginx hop", f"http://127.0.0.1:{hop_port}/stream/v1/chat/completions", sse_plain, hop_worker),
+                      ("hengshi", f"http://127.0.0.1:{stream_port}/v1/chat/completions", sse, stream_gw.pid)]
+            print(f"\nstreaming ({STREAM_CHUNKS} content chunks + usage + [DONE]), c=4")
+            print(f"{'path':12}{'RPS':>10}{'CPU µs/req':>12}{'CPU µs/chunk':>14}{'TTFT p50 µs':>13}{'errors':>8}")
+            rate = 500
+            for name, url, script, pid in spaths:
+                r = measure(url, script, 4, args.seconds // 2 or 1, pid)
+                headers = [f"Authorization: Bearer {key}"] if name == "hengshi" else []
+                t = loadgen_ttft(build, url, stream_body, headers, rate, 3)
+                r["ttft_us"] = t["first_byte_p50_us"]
+                results[("stream " + name, 4)] = r
+                errors += r["errors"] + t["errors"] + t["non_200"]
+                print(f"{name:12}{r['rps']:>10.0f}{r['cpu_us']:>12.1f}{r['cpu_us'] / STREAM_CHUNKS:>14.2f}"
+                      f"{r['ttft_us']:>13.0f}{r['errors'] + t['errors'] + t['non_200']:>8}", flush=True)
+            d = results[("stream direct", 4)]["ttft_us"]
+            print(f"  added TTFT p50 at {rate} req/s: nginx hop {results[('stream nginx hop', 4)]['ttft_us'] - d:.0f} µs, "
+                  f"hengshi {results[('stream hengshi', 4)]['ttft_us'] - d:.0f} µs")
+
+        baseline_file = os.path.join(ROOT, "bench", "baseline.json")
+        baseline = json.load(open(baseline_file)) if os.path.exists(baseline_file) else {}
+        if args.record:
+            baseline["overhead_rps_ratio"] = {"c4": round(ratio[4], 3), "c64": round(ratio[64], 3)}
+            with open(baseline_file, "w") as f:
+                json.dump(baseline, f, indent=2)
+                f.write("\n")
+        status = 0
+        if errors:
+            print(f"{errors} errors or non-200 answers during the runs")
+            status = 1
+        if args.check:
+            recorded = baseline.get("overhead_rps_ratio")
+            if not recorded:
+                sys.exit("no overhead_rps_ratio in bench/baseline.json: run with --record first")
+            for c in (4, 64):
+                floor = recorded[f"c{c}"] * 0.85
+                if ratio[c] < floor:
+                    print(f"REGRESSION: c={c} ratio {ratio[c]:.3f} < {floor:.3f} (85% of recorded {recorded[f'c{c}']})")
+                    status = 1
+        print(f"rps ratio hengshi/nginx: {min(ratio.values()):.3f}")
+        return status
+    finally:
+        children.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sys.exit(main())
