@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cloud/reply_body.h"
 #include "cloud/upstream_error.h"
 #include "core/api_error.h"
 #include "core/asio.h"
@@ -28,7 +29,7 @@ struct Answer {
   std::string content;
   std::string finish_reason = "stop";
   TokenCounts usage;
-  nlohmann::json upstream_body;  // a cloud JSON reply, passed through with our metadata added
+  cloud::ReplyBody upstream_body;  // a cloud JSON reply, passed through with our metadata added
   bool pieces_carry_finish = false;  // a cloud stream: the upstream's own chunks had role/finish
   std::string model;
   std::string upstream;              // pool member; "" for the edge and canned replies

@@ -440,18 +440,11 @@ void Chain::maybe_fill(const ChainRequest& request, PlanStep step, const Answer&
     if (outcome.streamed_tool_calls) return;
     cached.content = outcome.streamed_text;
     cached.finish_reason = outcome.streamed_finish.empty() ? answer.finish_reason : outcome.streamed_finish;
-  } else if (answer.upstream_body.is_object()) {
-    const nlohmann::json& body = answer.upstream_body;
-    const auto choices = body.find("choices");
-    if (choices == body.end() || !choices->is_array() || choices->size() != 1 || !(*choices)[0].is_object()) return;
-    const nlohmann::json& choice = (*choices)[0];
-    const nlohmann::json message = choice.value("message", nlohmann::json::object());
-    if (!message.is_object() || message.contains("tool_calls") || message.contains("function_call")) return;
-    if (!message.contains("content") || !message["content"].is_string()) return;
-    cached.content = message["content"].get<std::string>();
-    cached.finish_reason = choice.value("finish_reason", nlohmann::json("stop")).is_string()
-                               ? choice.value("finish_reason", std::string("stop"))
-                               : std::string("stop");
+  } else if (answer.upstream_body.present()) {
+    const cloud::ReplyBody& body = answer.upstream_body;
+    if (!body.plain_text) return;  // several choices, tool or function calls: not one text
+    cached.content = body.content;
+    cached.finish_reason = body.finish_reason.empty() ? std::string("stop") : body.finish_reason;
   } else {
     cached.content = answer.content;
     cached.finish_reason = answer.finish_reason;

@@ -86,16 +86,6 @@ double cost_of(const cloud::CloudPool& pool, const std::string& upstream, std::i
   return 0.0;
 }
 
-std::string reply_text(const nlohmann::json& body) {
-  if (!body.is_object()) return {};
-  const nlohmann::json choices = body.value("choices", nlohmann::json::array());
-  if (!choices.is_array() || choices.empty() || !choices[0].is_object()) return {};
-  const nlohmann::json message = choices[0].value("message", nlohmann::json::object());
-  if (!message.is_object()) return {};
-  const nlohmann::json content = message.value("content", nlohmann::json());
-  return content.is_string() ? content.get<std::string>() : std::string();
-}
-
 json yes_no_check(std::string_view instruction, std::string_view label, std::string_view answer,
                   std::string_view question) {
   std::string user(label);

@@ -71,7 +71,7 @@ class CannedSource : public AnswerSource {
 };
 
 // The text of an OpenAI chat.completion body (choices[0].message.content), "" when absent.
-std::string reply_text(const nlohmann::json& body);
+inline const std::string& reply_text(const cloud::ReplyBody& body) { return body.content; }
 
 // The judge's verdict: its answer starts with "yes" (any case) or 是, past quotes and spaces.
 bool says_yes(std::string_view text);

@@ -34,6 +34,8 @@ constexpr std::size_t kErrorSnippetBytes = 200;        // of an upstream body, i
 // After [DONE] the chunked terminator normally follows in the same or the next segment; wait
 // this long for it so the connection can be reused, otherwise close it.
 constexpr Millis kDrainGrace{100};
+// A pooled connection idle for less than this is reused without a peek for EOF.
+constexpr Millis kPeekAfterIdle{1000};
 
 void append_json_string(std::string& out, std::string_view text) {
   out += '"';
@@ -187,6 +189,7 @@ struct UpstreamClient::Connection {
   SseParser sse;
   bool reused = false;    // came from the idle list (the server may have closed it since)
   bool reusable = false;  // the last exchange left it clean: goes back to the idle list
+  std::chrono::steady_clock::time_point idle_since;  // when it went back to the idle list
 };
 
 // The state of one complete()/stream() call: admission, the time limits, cancellation, the
@@ -467,7 +470,10 @@ class UpstreamCall {
     while (!fresh) {
       auto idle = client_.take_idle();
       if (!idle) break;
-      if (!still_open(*idle)) continue;  // dropped; try the next one
+      // A connection idle for a moment is not peeked at (a syscall per request under load); a
+      // server that closed it even so is caught by the stale-connection retry in on_connection.
+      const bool recently_used = Clock::now() - idle->idle_since < kPeekAfterIdle;
+      if (!recently_used && !still_open(*idle)) continue;  // dropped; try the next one
       idle->reused = true;
       idle->reusable = false;
       active_ = idle.get();
@@ -606,18 +612,14 @@ class UpstreamCall {
     if (status < 200 || status >= 300) {
       co_return status_error(status, response.base(), std::move(response.body()));
     }
+    auto body = read_reply_body(std::move(response.body()));
+    if (!body) {
+      co_return error(UpstreamErrorKind::bad_response,
+                      "response is not a chat completion (" + body.error().message + "): " + snippet(response.body()));
+    }
     UpstreamReply reply;
-    reply.body = json::parse(response.body(), nullptr, /*allow_exceptions=*/false);
-    if (!reply.body.is_object()) {
-      co_return error(UpstreamErrorKind::bad_response,
-                      "response is not a JSON object: " + snippet(response.body()));
-    }
-    auto choices = reply.body.find("choices");
-    if (choices == reply.body.end() || !choices->is_array()) {
-      co_return error(UpstreamErrorKind::bad_response,
-                      "response has no \"choices\": " + snippet(response.body()));
-    }
-    read_usage(reply.body, reply.usage);
+    reply.body = std::move(body).value();
+    reply.usage = reply.body.usage;
     reply.upstream = client_.config_.name;
     reply.model = client_.config_.model;
     co_return reply;
@@ -857,6 +859,7 @@ std::unique_ptr<UpstreamClient::Connection> UpstreamClient::take_idle() {
 void UpstreamClient::release(std::unique_ptr<Connection> connection) {
   connection->lowest().expires_never();
   connection->reused = false;
+  connection->idle_since = std::chrono::steady_clock::now();
   std::lock_guard lock(idle_mutex_);
   if (idle_.size() < static_cast<std::size_t>(std::max(1, config_.max_concurrent))) {
     idle_.push_back(std::move(connection));

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cloud/cloud_metrics.h"
+#include "cloud/reply_body.h"
 #include "cloud/response_budget.h"
 #include "cloud/upstream_error.h"
 #include "core/asio.h"
@@ -35,13 +36,8 @@ class context;
 
 namespace hengshi::cloud {
 
-struct Usage {
-  std::int64_t prompt_tokens = 0;
-  std::int64_t completion_tokens = 0;
-};
-
 struct UpstreamReply {
-  nlohmann::json body;   // the upstream's JSON response, as parsed
+  ReplyBody body;        // the upstream's JSON response: its bytes and the fields read from them
   std::string upstream;  // member name
   std::string model;     // model the member was asked for
   Usage usage;

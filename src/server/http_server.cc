@@ -122,8 +122,10 @@ awaitable<void> HttpServer::accept_loop() {
   asio::steady_timer backoff(acceptor_.get_executor());
   while (!draining_) {
     // Each connection gets its own strand so its request, its upstream call and its
-    // disconnect watcher never run concurrently.
-    auto strand = asio::make_strand(io_);
+    // disconnect watcher never run concurrently. One I/O thread runs nothing concurrently, so
+    // the strand's locking and queueing would be pure cost there.
+    asio::any_io_executor strand = config_.threads == 1 ? asio::any_io_executor(io_.get_executor())
+                                                        : asio::any_io_executor(asio::make_strand(io_));
     beast::error_code ec;
     tcp::socket socket = co_await acceptor_.async_accept(strand, asio::redirect_error(use_awaitable, ec));
     if (ec) {

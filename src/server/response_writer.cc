@@ -102,10 +102,9 @@ awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, chain::An
     response.set(http::field::content_type, "application/json");
     set_meta_headers(response, meta);
     response.set("X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
-    if (answer.upstream_body.is_object()) {
-      // The upstream's own body, passed through with our metadata added (no copy of it).
-      answer.upstream_body["hengshi"] = client_meta(meta);
-      response.body() = dump_text(answer.upstream_body);
+    if (answer.upstream_body.present()) {
+      // The upstream's own bytes, passed through with our metadata spliced in (no re-serialising).
+      response.body() = cloud::with_member(answer.upstream_body, "hengshi", dump_text(client_meta(meta)));
     } else {
       json body = completion_object(meta.request_id, meta.model, answer.content, answer.finish_reason, tokens);
       body["hengshi"] = client_meta(meta);

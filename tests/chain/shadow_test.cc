@@ -281,7 +281,7 @@ class ShadowRunnerTest : public ::testing::Test {
 TEST_F(ShadowRunnerTest, ACloudAnswerIsComparedWithThePredictionAndOnlyFiguresAreLogged) {
   meta_.answered_by = "cloud-small";
   answer_.upstream_body =
-      json::parse(cloud::testing::completion_body("sim-small", "您的订单已经发货了"));
+      cloud::read_reply_body(cloud::testing::completion_body("sim-small", "您的订单已经发货了")).value();
   const double ok_before = shadow_total("ok");
   ShadowRunner runner(config_at(1.0), nullptr, *log_, {.max_in_flight = 16, .seed = 7});
   runner.offer(io_.get_executor(), offer());
@@ -353,7 +353,7 @@ TEST_F(ShadowRunnerTest, APiiRequestIsLoggedAsSkippedAndNothingIsCalled) {
 
 TEST_F(ShadowRunnerTest, ShadowsBeyondTheBoundAreDropped) {
   meta_.answered_by = "cloud-small";
-  answer_.upstream_body = json::parse(cloud::testing::completion_body("sim-small", "x"));
+  answer_.upstream_body = cloud::read_reply_body(cloud::testing::completion_body("sim-small", "x")).value();
   const double dropped_before = shadow_total("dropped");
   ShadowRunner runner(config_at(1.0), nullptr, *log_, {.max_in_flight = 1, .seed = 7});
   runner.offer(io_.get_executor(), offer());  // runs (io not yet running: it stays in flight)
@@ -411,7 +411,7 @@ TEST_F(ShadowRunnerTest, AnUnansweredShadowEndsAtItsTimeout) {
 
 TEST_F(ShadowRunnerTest, RateZeroWritesNothing) {
   meta_.answered_by = "cloud-small";
-  answer_.upstream_body = json::parse(cloud::testing::completion_body("sim-small", "x"));
+  answer_.upstream_body = cloud::read_reply_body(cloud::testing::completion_body("sim-small", "x")).value();
   ShadowRunner runner(config_at(0.0), nullptr, *log_);
   runner.offer(io_.get_executor(), offer());
   io_.run();

@@ -162,7 +162,8 @@ TEST_F(UpstreamClientTest, NonStreamRoundTrip) {
   EXPECT_EQ(result->model, "upstream-model");
   EXPECT_EQ(result->usage.prompt_tokens, 11);
   EXPECT_EQ(result->usage.completion_tokens, 7);
-  EXPECT_EQ(result->body["choices"][0]["message"]["content"], "hi") << result->body.dump();
+  EXPECT_EQ(result->body.content, "hi") << result->body.raw;
+  EXPECT_TRUE(result->body.plain_text);
   EXPECT_GT(result->latency.count(), 0);
   EXPECT_GT(c->latency_ewma_us(), 0.0);
   EXPECT_EQ(c->outstanding(), 0);

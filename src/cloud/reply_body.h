@@ -1,0 +1,41 @@
+// ReplyBody: an upstream's non-streaming chat.completion reply, kept as the bytes it sent.
+// One validating simdjson pass reads the few fields the gateway needs (usage, the first choice's
+// text and finish reason); the bytes themselves go to the client with the gateway's metadata
+// spliced in, never parsed into a DOM and serialised again (that round trip was the largest
+// JSON cost per proxied request).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+
+namespace hengshi::cloud {
+
+struct Usage {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+};
+
+struct ReplyBody {
+  std::string raw;                // the upstream's bytes: one valid JSON object with "choices"
+  std::string content;            // choices[0].message.content, when a string
+  std::string finish_reason;      // choices[0].finish_reason, when a string
+  bool plain_text = false;        // exactly one choice, string content, no tool or function call
+  bool has_hengshi = false;       // the upstream wrote its own "hengshi" member
+  Usage usage;
+
+  bool present() const { return !raw.empty(); }
+};
+
+// Reads `raw`, taken over only on success. The error's message says why it is not a chat.completion reply: not
+// JSON, invalid UTF-8, nested too deep, not an object, or no "choices" array.
+Result<ReplyBody> read_reply_body(std::string&& raw);
+
+// The reply's bytes with `"name": value_json` as the object's last member. `value_json` must be
+// one serialised JSON value. When the upstream already wrote a member of that name, it is
+// replaced (a slow path through a DOM: JSON objects must not repeat a name).
+std::string with_member(const ReplyBody& body, std::string_view name, std::string_view value_json);
+
+}  // namespace hengshi::cloud

@@ -1,0 +1,84 @@
+#include "cloud/reply_body.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace hengshi::cloud {
+namespace {
+
+using nlohmann::json;
+
+ReplyBody read_ok(std::string raw) {
+  auto body = read_reply_body(std::move(raw));
+  EXPECT_TRUE(body.ok()) << body.error().message;
+  return body.ok() ? std::move(body).value() : ReplyBody{};
+}
+
+std::string error_of(std::string raw) {
+  auto body = read_reply_body(std::move(raw));
+  return body.ok() ? std::string("accepted") : body.error().message;
+}
+
+TEST(ReplyBodyTest, ReadsTextFinishAndUsageOfTheFirstChoice) {
+  auto body = read_ok(R"({"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"你好 \"there\""},)"
+                      R"("finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":3}})");
+  EXPECT_EQ(body.content, "你好 \"there\"");  // unescaped
+  EXPECT_EQ(body.finish_reason, "length");
+  EXPECT_EQ(body.usage.prompt_tokens, 12);
+  EXPECT_EQ(body.usage.completion_tokens, 3);
+  EXPECT_TRUE(body.plain_text);
+  EXPECT_FALSE(body.has_hengshi);
+}
+
+TEST(ReplyBodyTest, ToolCallsSeveralChoicesAndNullContentAreNotPlainText) {
+  EXPECT_FALSE(read_ok(R"({"choices":[{"message":{"content":"a","tool_calls":[]}}]})").plain_text);
+  EXPECT_FALSE(read_ok(R"({"choices":[{"message":{"content":"a","function_call":{}}}]})").plain_text);
+  auto two = read_ok(R"({"choices":[{"message":{"content":"a"}},{"message":{"content":"b"}}]})");
+  EXPECT_FALSE(two.plain_text);
+  EXPECT_EQ(two.content, "a");
+  auto null_content = read_ok(R"({"choices":[{"message":{"content":null,"tool_calls":[{"id":"c"}]}}]})");
+  EXPECT_EQ(null_content.content, "");
+  EXPECT_FALSE(null_content.plain_text);
+  auto no_usage = read_ok(R"({"choices":[],"usage":null})");
+  EXPECT_EQ(no_usage.usage.prompt_tokens, 0);
+}
+
+TEST(ReplyBodyTest, RefusesWhatIsNotAChatCompletion) {
+  EXPECT_NE(error_of("not json"), "accepted");
+  EXPECT_NE(error_of("[1,2]"), "accepted");
+  EXPECT_NE(error_of(R"({"choices":{}})"), "accepted");
+  EXPECT_NE(error_of(R"({"object":"chat.completion"})"), "accepted");
+  EXPECT_NE(error_of(R"({"choices":[]} trailing)"), "accepted");
+  EXPECT_NE(error_of(std::string("{\"choices\":[],\"x\":\"\xff\"}")), "accepted");  // invalid UTF-8
+  std::string deep = R"({"choices":[],"x":)" + std::string(200, '[') + std::string(200, ']') + "}";
+  EXPECT_NE(error_of(deep), "accepted");
+}
+
+TEST(ReplyBodyTest, RefusedBytesStayWithTheCaller) {
+  std::string raw = "{\"oops\":";
+  auto body = read_reply_body(std::move(raw));
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(raw, "{\"oops\":");  // the caller still has them for its error message
+}
+
+TEST(ReplyBodyTest, SplicesTheMemberAsTheLastOneAndKeepsTheUpstreamBytes) {
+  const std::string raw = "{\"choices\":[{\"message\":{\"content\":\"hi\"}}],\"z\":1.50} \n";
+  auto body = read_ok(raw);
+  std::string out = with_member(body, "hengshi", R"({"route":"cloud-small"})");
+  EXPECT_EQ(out, R"({"choices":[{"message":{"content":"hi"}}],"z":1.50,"hengshi":{"route":"cloud-small"}})");
+  auto parsed = json::parse(out);
+  EXPECT_EQ(parsed["hengshi"]["route"], "cloud-small");
+}
+
+TEST(ReplyBodyTest, AnUpstreamHengshiMemberIsReplacedNotRepeated) {
+  auto body = read_ok(R"({"choices":[],"hengshi":{"route":"forged"}})");
+  EXPECT_TRUE(body.has_hengshi);
+  std::string out = with_member(body, "hengshi", R"({"route":"cloud-small"})");
+  auto parsed = json::parse(out);
+  EXPECT_EQ(parsed["hengshi"]["route"], "cloud-small");
+  EXPECT_EQ(out.find("forged"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hengshi::cloud
