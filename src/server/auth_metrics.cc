@@ -1,5 +1,6 @@
 #include "server/auth_metrics.h"
 
+#include "obs/metric_family.h"
 #include "obs/metrics.h"
 
 namespace hengshi::server {
@@ -27,13 +28,11 @@ void AuthMetrics::count_rate_limited(const std::string& key, const std::string& 
 }
 
 void AuthMetrics::charge(const std::string& key, long tokens, double cost) {
-  auto& registry = Registry::global();
-  registry.counter("hengshi_key_tokens_total", "Tokens charged to a key", {{"key", key}})
-      .inc(static_cast<double>(tokens));
-  registry
-      .counter("hengshi_key_spend_total", "Spend charged to a key, configured price unit",
-               {{"key", key}})
-      .inc(cost);
+  static obs::CounterFamily key_tokens("hengshi_key_tokens_total", "Tokens charged to a key", {"key"});
+  static obs::CounterFamily key_spend("hengshi_key_spend_total", "Spend charged to a key, configured price unit",
+                                      {"key"});
+  key_tokens.at({key}).inc(static_cast<double>(tokens));
+  key_spend.at({key}).inc(cost);
 }
 
 void AuthMetrics::count_reload(const std::string& outcome) {

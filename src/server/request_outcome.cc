@@ -1,5 +1,8 @@
 #include "server/request_outcome.h"
 
+#include <charconv>
+
+#include "obs/metric_family.h"
 #include "obs/metrics.h"
 
 namespace hengshi::server {
@@ -56,54 +59,48 @@ RequestOutcome outcome_of(const ResponseMeta& meta, int status, std::string task
 }
 
 void OutcomeMetrics::record(const RequestOutcome& outcome) {
-  auto& registry = obs::Registry::global();
-  registry
-      .counter("hengshi_requests_total",
-               "Chat requests by decision route and reason, the level and kind of their answer "
-               "(model | canned | handoff | stale | error), task type and HTTP status",
-               {{"route", outcome.route},
-                {"reason", outcome.reason},
-                {"level", outcome.level},
-                {"kind", outcome.kind},
-                {"task_type", outcome.task_type},
-                {"status", std::to_string(outcome.status)}})
-      .inc();
-  registry
-      .counter("hengshi_answered_total",
-               "Chat requests by who answered (edge | cloud-small | cloud-large | cache | gateway | none) "
-               "and answer kind",
-               {{"by", outcome.answered_by}, {"kind", outcome.kind}})
-      .inc();
-  registry
-      .histogram("hengshi_request_seconds", "Chat request total latency by decision route and answering level",
-                 {{"route", outcome.route}, {"level", outcome.level}})
-      .observe(outcome.seconds);
-  if (outcome.ttft_seconds) {
-    registry
-        .histogram("hengshi_request_ttft_seconds",
-                   "Streamed chat requests: time to the first content chunk, by route and level",
-                   {{"route", outcome.route}, {"level", outcome.level}})
-        .observe(*outcome.ttft_seconds);
-  }
-  if (outcome.entered_edge) {
-    registry
-        .counter("hengshi_edge_entered_total",
-                 "Chat requests that entered the edge (the denominator of the edge fallback rate)",
-                 {{"task_type", outcome.task_type}})
-        .inc();
-    if (!outcome.fallback.empty()) {
-      registry
-          .counter("hengshi_edge_fallbacks_total",
-                   "Requests that entered the edge and were answered elsewhere, by fallback type "
-                   "(quality | timeout | error) and task type",
-                   {{"fallback_type", outcome.fallback}, {"task_type", outcome.task_type}})
-          .inc();
-    }
-  }
-  static obs::Counter& counterfactual = registry.counter(
+  static obs::CounterFamily requests(
+      "hengshi_requests_total",
+      "Chat requests by decision route and reason, the level and kind of their answer "
+      "(model | canned | handoff | stale | error), task type and HTTP status",
+      {"route", "reason", "level", "kind", "task_type", "status"});
+  static obs::CounterFamily answered(
+      "hengshi_answered_total",
+      "Chat requests by who answered (edge | cloud-small | cloud-large | cache | gateway | none) "
+      "and answer kind",
+      {"by", "kind"});
+  static obs::HistogramFamily latency("hengshi_request_seconds",
+                                      "Chat request total latency by decision route and answering level",
+                                      {"route", "level"});
+  static obs::HistogramFamily ttft("hengshi_request_ttft_seconds",
+                                   "Streamed chat requests: time to the first content chunk, by route and level",
+                                   {"route", "level"});
+  static obs::CounterFamily entered("hengshi_edge_entered_total",
+                                    "Chat requests that entered the edge (the denominator of the edge fallback rate)",
+                                    {"task_type"});
+  static obs::CounterFamily fallbacks(
+      "hengshi_edge_fallbacks_total",
+      "Requests that entered the edge and were answered elsewhere, by fallback type "
+      "(quality | timeout | error) and task type",
+      {"fallback_type", "task_type"});
+  static obs::Counter& counterfactual = obs::Registry::global().counter(
       "hengshi_cost_all_cloud_large_total",
       "What the answered requests would have cost at cloud-large's prices (the all-cloud "
       "counterfactual of hengshi_cost_total)");
+
+  char status[16];
+  const auto status_end = std::to_chars(status, status + sizeof status, outcome.status).ptr;
+  requests
+      .at({outcome.route, outcome.reason, outcome.level, outcome.kind, outcome.task_type,
+           std::string_view(status, static_cast<std::size_t>(status_end - status))})
+      .inc();
+  answered.at({outcome.answered_by, outcome.kind}).inc();
+  latency.at({outcome.route, outcome.level}).observe(outcome.seconds);
+  if (outcome.ttft_seconds) ttft.at({outcome.route, outcome.level}).observe(*outcome.ttft_seconds);
+  if (outcome.entered_edge) {
+    entered.at({outcome.task_type}).inc();
+    if (!outcome.fallback.empty()) fallbacks.at({outcome.fallback, outcome.task_type}).inc();
+  }
   counterfactual.inc(outcome.all_cloud_large_cost);
 }
 

@@ -1,6 +1,9 @@
 #include "server/server_metrics.h"
 
 #include <array>
+#include <charconv>
+
+#include "obs/metric_family.h"
 
 namespace hengshi::server {
 
@@ -20,17 +23,17 @@ const std::string& bounded_method(const std::string& method) {
 }  // namespace
 
 void ServerMetrics::count_request(const std::string& route, const std::string& method, int status) {
-  Registry::global()
-      .counter("hengshi_http_requests_total", "HTTP requests by route, method and status",
-               {{"route", route}, {"method", bounded_method(method)}, {"status", std::to_string(status)}})
-      .inc();
+  static obs::CounterFamily requests("hengshi_http_requests_total", "HTTP requests by route, method and status",
+                                     {"route", "method", "status"});
+  char digits[16];
+  const auto end = std::to_chars(digits, digits + sizeof digits, status).ptr;
+  requests.at({route, bounded_method(method), std::string_view(digits, static_cast<std::size_t>(end - digits))}).inc();
 }
 
 void ServerMetrics::observe_latency(const std::string& route, double seconds) {
-  Registry::global()
-      .histogram("hengshi_http_request_duration_seconds",
-                 "Time from request fully read to response fully written", {{"route", route}})
-      .observe(seconds);
+  static obs::HistogramFamily latency("hengshi_http_request_duration_seconds",
+                                      "Time from request fully read to response fully written", {"route"});
+  latency.at({route}).observe(seconds);
 }
 
 void ServerMetrics::count_decision(const std::string& route, const std::string& reason) {
