@@ -67,17 +67,7 @@ std::string with_member(const ReplyBody& body, std::string_view name, std::strin
     object[std::string(name)] = nlohmann::json::parse(value_json, nullptr, /*allow_exceptions=*/false);
     return dump_text(object);
   }
-  // The object's closing brace is the last non-space byte (the reply was validated).
-  std::size_t close = body.raw.find_last_not_of(" \t\r\n");
-  std::string out;
-  out.reserve(body.raw.size() + name.size() + value_json.size() + 4);
-  out.append(body.raw, 0, close);
-  out += ",\"";
-  out += name;  // a fixed ASCII name chosen by the gateway: no escaping needed
-  out += "\":";
-  out += value_json;
-  out += '}';
-  return out;
+  return with_last_member(body.raw, name, value_json);
 }
 
 }  // namespace hengshi::cloud

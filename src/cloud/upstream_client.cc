@@ -37,39 +37,6 @@ constexpr Millis kDrainGrace{100};
 // A pooled connection idle for less than this is reused without a peek for EOF.
 constexpr Millis kPeekAfterIdle{1000};
 
-void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          static constexpr char kHex[] = "0123456789abcdef";
-          out += "\\u00";
-          out += kHex[(c >> 4) & 0xf];
-          out += kHex[c & 0xf];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
 void append_json(std::string& out, const json& value) {
   out += value.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -1,5 +1,8 @@
 #include "core/json_text.h"
 
+#include <charconv>
+#include <cmath>
+
 namespace hengshi {
 
 std::string dump_text(const nlohmann::json& value) {
@@ -80,6 +83,67 @@ std::string valid_utf8(std::string_view text) {
       i += length;
     }
   }
+  return out;
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      const std::size_t length = sequence_length(text, i);
+      if (length == 0) {
+        out += kReplacement;
+        ++i;
+      } else {
+        out.append(text.substr(i, length));
+        i += length;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 0xf];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  out += '"';
+}
+
+void append_json_number(std::string& out, double value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  char digits[32];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  out.append(digits, end);
+}
+
+std::string with_last_member(std::string_view object_text, std::string_view name, std::string_view value_json) {
+  const std::size_t close = object_text.find_last_of('}');
+  const bool empty = object_text.find_first_not_of(" \t\r\n", object_text.find('{') + 1) == close;
+  std::string out;
+  out.reserve(object_text.size() + name.size() + value_json.size() + 4);
+  out.append(object_text.substr(0, close));
+  if (!empty) out += ',';
+  out += '"';
+  out += name;
+  out += "\":";
+  out += value_json;
+  out += '}';
   return out;
 }
 

@@ -29,6 +29,17 @@ bool json_nesting_exceeds(std::string_view text, int max_depth = kMaxJsonDepth);
 // outside bytes).
 std::string valid_utf8(std::string_view text);
 
+// `text` as a JSON string literal (quoted, escaped) appended to `out`; invalid UTF-8 becomes
+// U+FFFD, as dump_text() does. For JSON the gateway writes itself, without a DOM.
+void append_json_string(std::string& out, std::string_view text);
+
+// A number as JSON (shortest text that reads back the same); null when not finite.
+void append_json_number(std::string& out, double value);
+
+// `object_text` (one serialised JSON object without a member called `name`) with
+// `"name": value_json` added as its last member. `name` is a fixed ASCII name of the gateway's.
+std::string with_last_member(std::string_view object_text, std::string_view name, std::string_view value_json);
+
 // At most `max_bytes` of `text`, cut on a character boundary (never mid-sequence), with "..."
 // appended when something was cut. Invalid bytes are replaced first.
 std::string utf8_snippet(std::string_view text, std::size_t max_bytes);

@@ -1,5 +1,7 @@
 #include "core/response_meta.h"
 
+#include "core/json_text.h"
+
 namespace hengshi {
 
 using nlohmann::json;
@@ -64,6 +66,93 @@ json ResponseMeta::to_json(bool with_figures) const {
     out["hops"] = std::move(hop_list);
     if (!decision.figures.empty()) out["figures"] = decision.figures;
   }
+  return out;
+}
+
+namespace {
+
+// Members in the order nlohmann's sorted object writes them, so both paths give the same text.
+void write_string_or_null(std::string& out, std::string_view value) {
+  if (value.empty()) {
+    out += "null";
+  } else {
+    append_json_string(out, value);
+  }
+}
+
+}  // namespace
+
+std::string ResponseMeta::to_json_text(bool with_figures) const {
+  if (with_figures) return dump_text(to_json(true));
+  std::string out;
+  out.reserve(384);
+  auto member = [&out](std::string_view name) {
+    out += out.size() == 1 ? "\"" : ",\"";
+    out += name;
+    out += "\":";
+  };
+  out += '{';
+  member("answer_kind");
+  write_string_or_null(out, answer_kind ? to_string(*answer_kind) : std::string_view());
+  member("answered_by");
+  write_string_or_null(out, answered_by);
+  member("attempts");
+  out += std::to_string(attempts);
+  member("cache");
+  append_json_string(out, cache);
+  if (!cache_entry.empty()) {
+    member("cache_entry");
+    append_json_string(out, cache_entry);
+  }
+  if (cache_similarity) {
+    member("cache_similarity");
+    append_json_number(out, *cache_similarity);
+  }
+  if (committed_after_pieces) {
+    member("committed_after_pieces");
+    out += std::to_string(*committed_after_pieces);
+  }
+  member("confidence");
+  if (decision.confidence) {
+    append_json_number(out, *decision.confidence);
+  } else {
+    out += "null";
+  }
+  member("cost");
+  if (cost) {
+    append_json_number(out, *cost);
+  } else {
+    out += "null";
+  }
+  if (decision.edge_engine != EdgeEngine::none) {
+    member("edge_engine");
+    append_json_string(out, to_string(decision.edge_engine));
+  }
+  member("fallback_type");
+  write_string_or_null(out, to_string(decision.fallback_type));
+  member("intent");
+  write_string_or_null(out, decision.intent);
+  if (!key.empty()) {
+    member("key");
+    append_json_string(out, key);
+  }
+  member("level");
+  out += std::to_string(level);
+  member("model");
+  write_string_or_null(out, model);
+  member("offline");
+  out += offline ? "true" : "false";
+  member("overhead_us");
+  out += std::to_string(overhead_us);
+  member("reason");
+  append_json_string(out, to_string(decision.reason));
+  member("request_id");
+  append_json_string(out, request_id);
+  member("route");
+  append_json_string(out, to_string(decision.route));
+  member("upstream");
+  write_string_or_null(out, upstream);
+  out += '}';
   return out;
 }
 

@@ -55,6 +55,9 @@ struct ResponseMeta {
   // `with_figures`: the decision's numbers (thresholds, bands), the plan and the hops go to the
   // log and the admin view; clients see them only with server.expose_figures.
   nlohmann::json to_json(bool with_figures = true) const;
+  // The same object as JSON text. Without figures (what every response carries) it is written
+  // straight into the text: no DOM to build, sort and free on the request path.
+  std::string to_json_text(bool with_figures) const;
 };
 
 nlohmann::json to_json(const Plan& plan);

@@ -88,9 +88,9 @@ awaitable<bool> ResponseWriter::finish_stream(const ResponseMeta& meta, const ch
                       {"object", "chat.completion.chunk"},
                       {"created", unix_seconds_now()},
                       {"model", meta.model},
-                      {"choices", json::array()},
-                      {"hengshi", client_meta(meta)}};
-  if (!co_await write_event(final_chunk)) co_return false;
+                      {"choices", json::array()}};
+  std::string final_event = sse_event(with_last_member(dump_text(final_chunk), "hengshi", client_meta_text(meta)));
+  if (!co_await exchange_.write_chunk(final_event)) co_return false;
   if (!co_await exchange_.write_chunk(kSseDone)) co_return false;
   co_return co_await exchange_.finish_stream();
 }
@@ -104,11 +104,10 @@ awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, chain::An
     response.set("X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
     if (answer.upstream_body.present()) {
       // The upstream's own bytes, passed through with our metadata spliced in (no re-serialising).
-      response.body() = cloud::with_member(answer.upstream_body, "hengshi", dump_text(client_meta(meta)));
+      response.body() = cloud::with_member(answer.upstream_body, "hengshi", client_meta_text(meta));
     } else {
       json body = completion_object(meta.request_id, meta.model, answer.content, answer.finish_reason, tokens);
-      body["hengshi"] = client_meta(meta);
-      response.body() = dump_text(body);
+      response.body() = with_last_member(dump_text(body), "hengshi", client_meta_text(meta));
     }
     co_return co_await exchange_.send(std::move(response));
   }

@@ -42,6 +42,7 @@ class ResponseWriter : public chain::StreamOut {
 
   // The metadata as the client sees it (figures only with server.expose_figures).
   nlohmann::json client_meta(const ResponseMeta& meta) const { return meta.to_json(expose_figures_); }
+  std::string client_meta_text(const ResponseMeta& meta) const { return meta.to_json_text(expose_figures_); }
 
  private:
   awaitable<bool> send_role_once(const ResponseMeta& meta);

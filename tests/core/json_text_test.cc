@@ -1,5 +1,6 @@
 #include "core/json_text.h"
 
+#include <limits>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -61,6 +62,45 @@ TEST(JsonText, DumpTextNeverThrowsOnOutsideBytes) {
   std::string text;
   EXPECT_NO_THROW(text = dump_text(value));
   EXPECT_TRUE(nlohmann::json::accept(text));
+}
+
+}  // namespace
+}  // namespace hengshi
+
+namespace hengshi {
+namespace {
+
+std::string json_literal(std::string_view text) {
+  std::string out;
+  append_json_string(out, text);
+  return out;
+}
+
+TEST(JsonWriter, StringsReadBackAsTheyWereWithBadBytesReplaced) {
+  for (std::string text : {std::string("plain"), std::string("quote \" back \\ nl \n tab \t cr \r"),
+                           std::string("ctl \x01\x1f del \x7f"), std::string("你好 \xF0\x9F\x98\x80")}) {
+    EXPECT_EQ(nlohmann::json::parse(json_literal(text)).get<std::string>(), text) << text;
+    EXPECT_EQ(json_literal(text), nlohmann::json(text).dump()) << "the same text nlohmann writes";
+  }
+  EXPECT_EQ(nlohmann::json::parse(json_literal("a\x80z")).get<std::string>(), "a" + kReplacement + "z");
+  EXPECT_EQ(nlohmann::json::parse(json_literal("cut \xE4\xBD")).get<std::string>(), "cut " + kReplacement + kReplacement);
+}
+
+TEST(JsonWriter, NumbersReadBackExactlyAndNonFiniteIsNull) {
+  for (double value : {0.0, 1.0, 0.1, 1e-7, 0.9999999999, 123456.789, -2.5}) {
+    std::string out;
+    append_json_number(out, value);
+    EXPECT_EQ(nlohmann::json::parse(out).get<double>(), value) << out;
+  }
+  std::string out;
+  append_json_number(out, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(out, "null");
+}
+
+TEST(JsonWriter, LastMemberIsAddedToEmptyAndFullObjects) {
+  EXPECT_EQ(with_last_member("{}", "hengshi", "1"), R"({"hengshi":1})");
+  EXPECT_EQ(nlohmann::json::parse(with_last_member(" { \n } \n", "hengshi", "1")), nlohmann::json({{"hengshi", 1}}));
+  EXPECT_EQ(with_last_member(R"({"a":{"b":"}"}} )", "hengshi", "null"), R"({"a":{"b":"}"},"hengshi":null})");
 }
 
 }  // namespace
