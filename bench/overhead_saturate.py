@@ -204,6 +204,8 @@ def main():
     ap.add_argument("--record", action="store_true", help="write this run's ratios into bench/baseline.json")
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming phase")
     ap.add_argument("--build-dir", default=os.environ.get("HENGSHI_BUILD_DIR", os.path.join(ROOT, "build")))
+    ap.add_argument("--hengshi", help="the gateway binary to measure (default: BUILD/src/cli/hengshi), "
+                                      "e.g. an older build for a before/after on the same machine")
     args = ap.parse_args()
     for tool in ("wrk",):
         if not shutil.which(tool):
@@ -211,7 +213,7 @@ def main():
     if not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")):
         sys.exit("nginx is missing: scripts/setup installs nginx-light")
     build = args.build_dir
-    hengshi = os.path.join(build, "src", "cli", "hengshi")
+    hengshi = args.hengshi or os.path.join(build, "src", "cli", "hengshi")
 
     work = tempfile.mkdtemp(prefix="hengshi-saturate-")
     children = Children()

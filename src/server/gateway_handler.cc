@@ -72,7 +72,8 @@ awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::
   if (keys_ == nullptr || !path.starts_with("/v1/")) co_return true;
   std::string_view authorization = to_std(exchange.request()[http::field::authorization]);
   std::string_view secret = bearer_token(authorization);
-  std::shared_ptr<const ClientKey> key = secret.empty() ? nullptr : keys_->authenticate(secret);
+  std::shared_ptr<const ClientKey> key =
+      secret.empty() ? nullptr : keys_->authenticate(secret, exchange.connection_memo());
   if (!key) {
     AuthMetrics::count_failure(secret.empty() ? "missing_key" : "invalid_key");
     // The presented key is never echoed, not even in part.

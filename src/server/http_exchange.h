@@ -23,18 +23,29 @@ using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
 struct ClientKey;  // server/key_store.h
+struct KeySet;     // server/key_store.h
+
+// What a keep-alive connection remembers from one request to the next. Clients send the same
+// key on every request of a connection: the key proved once against a key set is not hashed
+// again while that set is the running one (a reload makes a new set, and the key is proved anew).
+struct ConnectionMemo {
+  std::string proved_secret;
+  std::shared_ptr<const KeySet> proved_in;
+  std::shared_ptr<const ClientKey> proved_key;
+};
 
 class HttpExchange {
  public:
   // `client_gone` is shared with the server's disconnect watcher (the token's state is owned by
   // both, so a late watcher never touches a finished exchange).
   HttpExchange(beast::tcp_stream& stream, Request& request, Clock::time_point received_at,
-               CancelToken client_gone, Millis write_timeout)
+               CancelToken client_gone, Millis write_timeout, ConnectionMemo& memo)
       : stream_(stream),
         request_(request),
         received_at_(received_at),
         client_gone_(std::move(client_gone)),
-        write_timeout_(write_timeout) {}
+        write_timeout_(write_timeout),
+        memo_(memo) {}
 
   const Request& request() const { return request_; }
   Clock::time_point received_at() const { return received_at_; }
@@ -77,6 +88,7 @@ class HttpExchange {
 
   // The client key that authenticated this request (set by GatewayHandler); null when auth is off.
   const std::shared_ptr<const ClientKey>& client_key() const { return client_key_; }
+  ConnectionMemo& connection_memo() { return memo_; }
   void set_client_key(std::shared_ptr<const ClientKey> key) { client_key_ = std::move(key); }
 
  private:
@@ -97,6 +109,7 @@ class HttpExchange {
   bool under_pressure_ = false;
   std::size_t bytes_sent_ = 0;
   std::shared_ptr<const ClientKey> client_key_;
+  ConnectionMemo& memo_;
   std::function<void()> watch_client_;
 };
 

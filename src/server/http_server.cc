@@ -69,6 +69,7 @@ struct HttpServer::Connection {
   // Touched only on the connection's strand:
   bool idle = true;     // waiting for the next request's first byte
   CancelToken current;  // the request in flight's client_gone (shared with its exchange)
+  ConnectionMemo memo;  // kept across its keep-alive requests
 };
 
 HttpServer::HttpServer(asio::io_context& io, const ServerConfig& config, RequestHandler& handler)
@@ -375,7 +376,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     Request request = parser.release();
     CancelToken client_gone;
     connection.current = client_gone;
-    HttpExchange exchange(stream, request, received_at, client_gone, write_timeout);
+    HttpExchange exchange(stream, request, received_at, client_gone, write_timeout, connection.memo);
 
     const int in_flight_now = in_flight_.load();
     exchange.set_under_pressure(in_flight_now > config_.max_in_flight);

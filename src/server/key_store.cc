@@ -1,5 +1,7 @@
 #include "server/key_store.h"
 
+#include "server/http_exchange.h"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
@@ -127,6 +129,21 @@ std::shared_ptr<const ClientKey> KeySet::find(std::string_view secret) const {
     if (match) found = key;
   }
   return found;
+}
+
+std::shared_ptr<const ClientKey> KeyStore::authenticate(std::string_view secret, ConnectionMemo& memo) const {
+  std::shared_ptr<const KeySet> set = keys();
+  if (memo.proved_key && memo.proved_in == set && memo.proved_secret.size() == secret.size() &&
+      CRYPTO_memcmp(memo.proved_secret.data(), secret.data(), secret.size()) == 0) {
+    return memo.proved_key;
+  }
+  std::shared_ptr<const ClientKey> key = set->find(secret);
+  if (key) {
+    memo.proved_secret.assign(secret);
+    memo.proved_in = std::move(set);
+    memo.proved_key = key;
+  }
+  return key;
 }
 
 Result<std::shared_ptr<const KeySet>> parse_keys(const std::string& yaml_text,

@@ -36,6 +36,8 @@
 
 namespace hengshi::server {
 
+struct ConnectionMemo;  // server/http_exchange.h
+
 using Sha256 = std::array<unsigned char, 32>;
 
 Sha256 sha256(std::string_view data);
@@ -82,6 +84,10 @@ class KeyStore {
   std::shared_ptr<const ClientKey> authenticate(std::string_view secret) const {
     return keys()->find(secret);
   }
+  // The same, remembering the proof in `memo` (one connection's): the same secret against the
+  // same running key set is not hashed again. Comparing the connection's own previous bytes
+  // tells an attacker nothing about other keys.
+  std::shared_ptr<const ClientKey> authenticate(std::string_view secret, ConnectionMemo& memo) const;
 
   // Re-reads the file now; on error the running keys stay. Returns the number of keys loaded.
   Result<std::size_t> reload(const std::string& trigger);

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "server/admin_handler.h"
+#include "server/http_exchange.h"
 
 namespace hengshi::server {
 namespace {
@@ -197,6 +198,28 @@ TEST_F(KeyStoreTest, ReloadSwapsKeysAndABadFileKeepsTheOldOnes) {
   EXPECT_THAT(rejected.error().message, HasSubstr("keys[0].sha256"));
   EXPECT_TRUE(store.authenticate("sk-a"));
   EXPECT_TRUE(store.authenticate("sk-b"));
+}
+
+TEST_F(KeyStoreTest, AConnectionsProvedKeyHoldsOnlyForTheSameSecretAndTheSameKeySet) {
+  write("keys:\n" + one_key("a", "sk-a") + one_key("b", "sk-b"));
+  auto opened = KeyStore::open(path_);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  KeyStore& store = **opened;
+  ConnectionMemo memo;
+  EXPECT_EQ(store.authenticate("sk-a", memo)->name, "a");
+  EXPECT_EQ(memo.proved_in, store.keys());
+  EXPECT_EQ(store.authenticate("sk-a", memo)->name, "a");  // remembered
+  // Another key on the same connection is proved on its own, never taken from the memo.
+  EXPECT_FALSE(store.authenticate("sk-a2", memo));
+  EXPECT_FALSE(store.authenticate("sk-", memo));
+  EXPECT_EQ(store.authenticate("sk-b", memo)->name, "b");
+  EXPECT_EQ(memo.proved_key->name, "b");
+
+  // A reload that revokes b: the memo's proof was against the old set, so b is refused at once.
+  write("keys:\n" + one_key("a", "sk-a"));
+  ASSERT_TRUE(store.reload("test").ok());
+  EXPECT_FALSE(store.authenticate("sk-b", memo));
+  EXPECT_EQ(store.authenticate("sk-a", memo)->name, "a");
 }
 
 TEST_F(KeyStoreTest, PollReloadsOnlyAFileThatStayedTheSameOverTwoPolls) {
