@@ -118,7 +118,14 @@ struct Decision {
   Route route = Route::refuse;
   Reason reason = Reason::default_pool;
   FallbackType fallback_type = FallbackType::none;
+  // The intent model's numbers, when it ran. `confidence` = intent_confidence × in_scope: the
+  // routing score the bands gate on (calibrate fits them at the out-of-scope share it was given,
+  // noted in the thresholds file). `intent_confidence` is P(intent right | in scope), the number
+  // to read on traffic known to be in scope; `in_scope` is P(in scope) at the share the trainer
+  // assumed (the model's manifest).
   std::optional<double> confidence;
+  std::optional<double> intent_confidence;
+  std::optional<double> in_scope;
   std::string intent;
   EdgeEngine edge_engine = EdgeEngine::none;  // set when route is edge
   Plan plan;

@@ -57,6 +57,8 @@ json ResponseMeta::to_json(bool with_figures) const {
   if (cache_similarity) out["cache_similarity"] = *cache_similarity;
   if (!cache_entry.empty()) out["cache_entry"] = cache_entry;
   if (decision.edge_engine != EdgeEngine::none) out["edge_engine"] = to_string(decision.edge_engine);
+  if (decision.intent_confidence) out["intent_confidence"] = *decision.intent_confidence;
+  if (decision.in_scope) out["in_scope"] = *decision.in_scope;
   if (with_figures) {
     // The path in detail (every level and attempt, with member names) is the operator's view,
     // like the figures: always in the request log, in responses only with expose_figures.
@@ -130,8 +132,16 @@ std::string ResponseMeta::to_json_text(bool with_figures) const {
   }
   member("fallback_type");
   write_string_or_null(out, to_string(decision.fallback_type));
+  if (decision.in_scope) {
+    member("in_scope");
+    append_json_number(out, *decision.in_scope);
+  }
   member("intent");
   write_string_or_null(out, decision.intent);
+  if (decision.intent_confidence) {
+    member("intent_confidence");
+    append_json_number(out, *decision.intent_confidence);
+  }
   if (!key.empty()) {
     member("key");
     append_json_string(out, key);

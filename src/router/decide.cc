@@ -280,6 +280,8 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   if (prediction != nullptr) {
     decision.intent = prediction->intent;
     decision.confidence = prediction->confidence;
+    decision.intent_confidence = prediction->intent_confidence;
+    decision.in_scope = prediction->in_scope;
   }
   const Band band = policy.thresholds.band(input.task_type, prediction ? prediction->intent : "");
   // Scored up front so every turn, short-circuited or not, records its real score in the session.

@@ -25,6 +25,8 @@ TEST(ResponseMetaText, MatchesTheDomForEveryOptionalField) {
   full.decision.route = Route::edge;
   full.decision.reason = Reason::high_confidence;
   full.decision.confidence = 0.9731;
+  full.decision.intent_confidence = 0.99;
+  full.decision.in_scope = 0.983;
   full.decision.intent = "退款";
   full.decision.edge_engine = EdgeEngine::intent;
   full.decision.fallback_type = FallbackType::quality;

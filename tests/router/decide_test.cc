@@ -1066,13 +1066,17 @@ TEST_F(DecideTest, ConfidenceBandsChooseTheRoute) {
                                          {0.499, "cloud-small", "low_confidence", "quality"},
                                          {0.0, "cloud-small", "low_confidence", "quality"}}) {
     SCOPED_TRACE(c.confidence);
-    const edge::IntentPrediction prediction = in_scope(c.confidence);
+    edge::IntentPrediction prediction = in_scope(c.confidence);
+    prediction.in_scope = 0.95;  // the two factors travel with the product the bands gate on
+    prediction.intent_confidence = std::min(1.0, c.confidence / 0.95);
     input.prediction = &prediction;
     const Decision decision = run(input);
     expect_route(decision, c.route, c.reason, c.fallback);
     EXPECT_EQ(to_string(decision.edge_engine), c.route == "edge" ? "intent" : "");
     EXPECT_EQ(decision.intent, "opening_hours");
     EXPECT_EQ(decision.confidence, c.confidence);
+    EXPECT_EQ(decision.in_scope, 0.95);
+    EXPECT_EQ(decision.intent_confidence, prediction.intent_confidence);
     EXPECT_EQ(decision.figures.value("band_high", 0.0), 0.85);
     EXPECT_EQ(decision.figures.value("band_low", 0.0), 0.5);
   }
