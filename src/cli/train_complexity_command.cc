@@ -10,7 +10,7 @@ namespace hengshi::cli {
 namespace {
 
 struct TrainComplexityArgs {
-  std::string data;
+  std::vector<std::string> data;
   std::string out;
   std::string kind = "features";
   double large_share = 0.5;
@@ -29,7 +29,16 @@ int run_train_complexity(const TrainComplexityArgs& args) {
   options.large_share = args.large_share;
   options.l2 = args.l2;
   options.seed = args.seed;
-  auto report = router::train_complexity_directory(args.data, args.out, options);
+  std::vector<router::ComplexitySource> sources;
+  for (const auto& text : args.data) {
+    auto source = router::parse_complexity_source(text);
+    if (!source) {
+      std::fprintf(stderr, "hengshi train-complexity: %s\n", source.error().message.c_str());
+      return 2;
+    }
+    sources.push_back(*source);
+  }
+  auto report = router::train_complexity_directory(sources, args.out, options);
   if (!report) {
     std::fprintf(stderr, "hengshi train-complexity: %s\n", report.error().message.c_str());
     return 2;
@@ -55,7 +64,8 @@ void add_train_complexity_command(CLI::App& app, int& exit_code) {
   CLI::App* command = app.add_subcommand(
       "train-complexity", "Train a complexity (difficulty) model directory from JSON Lines");
   command->add_option("--data", args->data,
-                      "rows {\"text\", \"small_correct\", \"subject\"?}; hard = small_correct false")
+                      "FILE[:WEIGHT], repeatable: rows {\"text\", \"small_correct\", \"subject\"?}; hard = "
+                      "small_correct false; each row of FILE counts WEIGHT times (default 1)")
       ->required();
   command->add_option("--out", args->out, "model directory to write (replaced atomically)")
       ->required();

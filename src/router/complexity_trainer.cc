@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -69,21 +70,30 @@ std::vector<double> solve(std::vector<double> a, std::vector<double> b, std::siz
 // L2-penalised logistic regression on standardised inputs, by Newton's method (a handful of
 // inputs: the Hessian is tiny and converges in ~10 steps).
 LogisticWeights fit_logistic(const std::vector<std::vector<double>>& inputs,
-                             const std::vector<bool>& labels, double l2) {
+                             const std::vector<bool>& labels, const std::vector<double>& row_weights,
+                             double l2) {
   const std::size_t n = inputs.size();
   const std::size_t d = inputs.empty() ? 0 : inputs.front().size();
   LogisticWeights model;
   model.mean.assign(d, 0.0);
   model.scale.assign(d, 1.0);
   model.weights.assign(d, 0.0);
-  for (const auto& row : inputs)
-    for (std::size_t j = 0; j < d; ++j) model.mean[j] += row[j] / static_cast<double>(n);
+  // Weighted moments and likelihood: a row of weight w counts as w rows. The penalty is scaled
+  // to the total weight over n, so weights that are all 1 give exactly the unweighted fit.
+  double total = 0;
+  for (double w : row_weights) total += w;
+  if (!(total > 0)) total = 1;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < d; ++j) model.mean[j] += row_weights[i] * inputs[i][j] / total;
   for (std::size_t j = 0; j < d; ++j) {
     double variance = 0;
-    for (const auto& row : inputs) variance += (row[j] - model.mean[j]) * (row[j] - model.mean[j]);
-    const double sd = std::sqrt(variance / static_cast<double>(std::max<std::size_t>(n, 1)));
+    for (std::size_t i = 0; i < n; ++i) {
+      variance += row_weights[i] * (inputs[i][j] - model.mean[j]) * (inputs[i][j] - model.mean[j]);
+    }
+    const double sd = std::sqrt(variance / total);
     model.scale[j] = sd > 1e-9 ? sd : 1.0;
   }
+  l2 *= total / static_cast<double>(std::max<std::size_t>(n, 1));
   // z = standardised inputs with a leading 1 for the bias.
   const std::size_t p = d + 1;
   std::vector<double> beta(p, 0.0);
@@ -96,8 +106,8 @@ LogisticWeights fit_logistic(const std::vector<std::vector<double>>& inputs,
       double eta = 0;
       for (std::size_t j = 0; j < p; ++j) eta += beta[j] * z[j];
       const double prob = 1.0 / (1.0 + std::exp(-eta));
-      const double residual = (labels[i] ? 1.0 : 0.0) - prob;
-      const double weight = std::max(prob * (1 - prob), 1e-9);
+      const double residual = row_weights[i] * ((labels[i] ? 1.0 : 0.0) - prob);
+      const double weight = row_weights[i] * std::max(prob * (1 - prob), 1e-9);
       for (std::size_t j = 0; j < p; ++j) {
         gradient[j] += residual * z[j];
         for (std::size_t k = 0; k <= j; ++k) hessian[j * p + k] += weight * z[j] * z[k];
@@ -131,7 +141,11 @@ Result<std::unique_ptr<edge::IntentModel>> train_fasttext(
   {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
     for (std::size_t i : indices) {
-      out << (rows[i].hard ? "__label__hard " : "__label__easy ") << model_inputs[i] << '\n';
+      // fastText has no sample weights: a row of weight w is written round(w) times (at least once).
+      const long copies = std::max(1L, std::lround(rows[i].weight));
+      for (long copy = 0; copy < copies; ++copy) {
+        out << (rows[i].hard ? "__label__hard " : "__label__easy ") << model_inputs[i] << '\n';
+      }
     }
     if (!out) return Error{"train_failed", file.string() + ": cannot write"};
   }
@@ -152,32 +166,79 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 }  // namespace
 
+// One row {"text", "small_correct", "subject"?, "large_correct"?} appended to `rows`; "" or why not.
+std::string read_complexity_row(const json& row, std::vector<ComplexityRow>& rows) {
+  if (!row.is_object()) return "not a JSON object";
+  ComplexityRow out;
+  if (std::string why = required_string(row, "text", out.text); !why.empty()) return why;
+  const auto small = row.find("small_correct");
+  if (small == row.end() || !small->is_boolean()) {
+    return "field \"small_correct\" missing or not true/false";
+  }
+  out.hard = !small->get<bool>();
+  if (const auto subject = row.find("subject"); subject != row.end() && subject->is_string()) {
+    out.group = subject->get<std::string>();
+  }
+  if (const auto large = row.find("large_correct"); large != row.end()) {
+    if (!large->is_boolean()) return "field \"large_correct\" is not true/false";
+    out.large_correct = large->get<bool>();
+  }
+  rows.push_back(std::move(out));
+  return "";
+}
+
 Result<std::vector<ComplexityRow>> read_complexity_rows(const std::string& path) {
   std::vector<ComplexityRow> rows;
   Status read = for_each_json_line(path, [&](const json& row, std::size_t) -> std::string {
-    if (!row.is_object()) return "not a JSON object";
-    ComplexityRow out;
-    if (std::string why = required_string(row, "text", out.text); !why.empty()) return why;
-    const auto small = row.find("small_correct");
-    if (small == row.end() || !small->is_boolean()) {
-      return "field \"small_correct\" missing or not true/false";
-    }
-    out.hard = !small->get<bool>();
-    if (const auto subject = row.find("subject"); subject != row.end() && subject->is_string()) {
-      out.group = subject->get<std::string>();
-    }
-    if (const auto large = row.find("large_correct"); large != row.end()) {
-      if (!large->is_boolean()) return "field \"large_correct\" is not true/false";
-      out.large_correct = large->get<bool>();
-    }
-    rows.push_back(std::move(out));
-    return "";
+    return read_complexity_row(row, rows);
   });
   if (!read) return read.error();
   const auto hard = static_cast<std::size_t>(
       std::count_if(rows.begin(), rows.end(), [](const ComplexityRow& r) { return r.hard; }));
   if (hard < 2 || rows.size() - hard < 2) {
     return data_error(path, 0, "needs at least 2 hard (small_correct false) and 2 easy rows");
+  }
+  return rows;
+}
+
+Result<ComplexitySource> parse_complexity_source(const std::string& text) {
+  ComplexitySource source{text, 1.0};
+  const auto colon = text.rfind(':');
+  if (colon != std::string::npos && colon + 1 < text.size()) {
+    const std::string suffix = text.substr(colon + 1);
+    char* end = nullptr;
+    const double weight = std::strtod(suffix.c_str(), &end);
+    if (end != nullptr && *end == '\0' && end != suffix.c_str()) {
+      if (!(weight > 0) || !std::isfinite(weight)) {
+        return Error{"invalid_argument", text + ": the weight after ':' must be a number > 0"};
+      }
+      source = {text.substr(0, colon), weight};
+    }
+  }
+  if (source.path.empty()) return Error{"invalid_argument", "empty data file name"};
+  return source;
+}
+
+Result<std::vector<ComplexityRow>> read_complexity_rows(const std::vector<ComplexitySource>& sources,
+                                                        std::vector<std::size_t>* per_source) {
+  std::vector<ComplexityRow> rows;
+  if (per_source != nullptr) per_source->clear();
+  for (const auto& source : sources) {
+    std::vector<ComplexityRow> part;
+    Status read = for_each_json_line(source.path, [&](const json& row, std::size_t) -> std::string {
+      return read_complexity_row(row, part);
+    });
+    if (!read) return read.error();
+    if (per_source != nullptr) per_source->push_back(part.size());
+    for (auto& row : part) {
+      row.weight = source.weight;
+      rows.push_back(std::move(row));
+    }
+  }
+  const auto hard = static_cast<std::size_t>(
+      std::count_if(rows.begin(), rows.end(), [](const ComplexityRow& r) { return r.hard; }));
+  if (hard < 2 || rows.size() - hard < 2) {
+    return Error{"data_invalid", "the data files need at least 2 hard (small_correct false) and 2 easy rows together"};
   }
   return rows;
 }
@@ -265,7 +326,10 @@ Result<ComplexityTrainReport> train_complexity_model(const std::vector<Complexit
     fasttext = std::move(*model);
   }
 
-  LogisticWeights logistic = fit_logistic(inputs, labels, options.l2);
+  std::vector<double> row_weights;
+  row_weights.reserve(rows.size());
+  for (const auto& row : rows) row_weights.push_back(row.weight);
+  LogisticWeights logistic = fit_logistic(inputs, labels, row_weights, options.l2);
   std::vector<double> scores;
   scores.reserve(rows.size());
   for (const auto& row_inputs : inputs) scores.push_back(sigmoid(logistic.log_odds(row_inputs)));
@@ -292,7 +356,14 @@ Result<ComplexityTrainReport> train_complexity_model(const std::vector<Complexit
 Result<ComplexityTrainReport> train_complexity_directory(const std::string& data_path,
                                                          const std::filesystem::path& out_dir,
                                                          const ComplexityTrainOptions& options) {
-  auto rows = read_complexity_rows(data_path);
+  return train_complexity_directory(std::vector<ComplexitySource>{{data_path, 1.0}}, out_dir, options);
+}
+
+Result<ComplexityTrainReport> train_complexity_directory(const std::vector<ComplexitySource>& sources,
+                                                         const std::filesystem::path& out_dir,
+                                                         const ComplexityTrainOptions& options) {
+  std::vector<std::size_t> per_source;
+  auto rows = read_complexity_rows(sources, &per_source);
   if (!rows) return rows.error();
   auto report = train_complexity_model(*rows, options);
   if (!report) return report.error();
@@ -305,13 +376,14 @@ Result<ComplexityTrainReport> train_complexity_directory(const std::string& data
   if (!std::filesystem::create_directories(staging.path, ec)) {
     return Error{"io_error", staging.path.string() + ": cannot create: " + ec.message()};
   }
-  std::string data_hash;
-  if (auto data_file = edge::describe_file(std::filesystem::path(data_path).parent_path(),
-                                           std::filesystem::path(data_path).filename().string())) {
-    data_hash = data_file->xxh64;
+  json data = json::array();
+  for (std::size_t k = 0; k < sources.size(); ++k) {
+    std::string hash;
+    const std::filesystem::path file(sources[k].path);
+    if (auto described = edge::describe_file(file.parent_path(), file.filename().string())) hash = described->xxh64;
+    data.push_back({{"path", sources[k].path}, {"xxh64", hash}, {"weight", sources[k].weight}, {"rows", per_source[k]}});
   }
-  const json training = {{"data", data_path},
-                         {"data_xxh64", data_hash},
+  const json training = {{"data", data},
                          {"rows", report->rows},
                          {"hard_rows", report->hard_rows},
                          {"seed", options.seed},

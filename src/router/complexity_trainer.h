@@ -30,11 +30,26 @@ struct ComplexityRow {
   bool hard = false;                  // !small_correct
   std::string group;                  // "subject" when present: for held-out-group evaluation
   std::optional<bool> large_correct;  // for cost/quality curves; not used in training
+  double weight = 1.0;                // how much the row counts in training (its file's weight)
 };
+
+// One data file and how much each of its rows counts: a deployment adds a few hundred labelled
+// rows of its own traffic beside a public set, and weights them up.
+struct ComplexitySource {
+  std::string path;
+  double weight = 1.0;  // > 0
+};
+
+// "FILE" or "FILE:WEIGHT" (the suffix after the last ':' when it reads as a number > 0).
+Result<ComplexitySource> parse_complexity_source(const std::string& text);
 
 // Rows {"text", "small_correct", "subject"?, "large_correct"?} from JSON Lines. Errors:
 // "data_invalid" naming the file and line; fewer than 2 rows of either class is an error too.
 Result<std::vector<ComplexityRow>> read_complexity_rows(const std::string& path);
+// Every file's rows, each with its file's weight; the class check is on the rows together.
+// `per_source`, when given, receives each file's row count.
+Result<std::vector<ComplexityRow>> read_complexity_rows(const std::vector<ComplexitySource>& sources,
+                                                        std::vector<std::size_t>* per_source = nullptr);
 
 // fastText settings for the binary classifier: the labels are noisy (a right answer can be a
 // guess), so a small, short-trained model generalises better than the intent model's defaults.
@@ -64,6 +79,10 @@ Result<ComplexityTrainReport> train_complexity_model(const std::vector<Complexit
 
 // Trains and writes a model directory (staged beside `out_dir`, then renamed into place, so a
 // failed run never leaves a half-written model where a good one was).
+// The manifest records each file with its xxh64, weight and row count.
+Result<ComplexityTrainReport> train_complexity_directory(const std::vector<ComplexitySource>& sources,
+                                                         const std::filesystem::path& out_dir,
+                                                         const ComplexityTrainOptions& options);
 Result<ComplexityTrainReport> train_complexity_directory(const std::string& data_path,
                                                          const std::filesystem::path& out_dir,
                                                          const ComplexityTrainOptions& options);

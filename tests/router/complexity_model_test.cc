@@ -375,3 +375,70 @@ TEST_F(DecideWithComplexityModelTest, ConfigValidatesTheKey) {
 
 }  // namespace
 }  // namespace hengshi::router
+
+namespace hengshi::router {
+namespace {
+
+TEST(ComplexitySourceTest, ReadsAnOptionalWeightAfterTheLastColon) {
+  EXPECT_EQ(parse_complexity_source("rows.jsonl")->weight, 1.0);
+  auto weighted = parse_complexity_source("mine/rows.jsonl:5");
+  ASSERT_TRUE(weighted.ok());
+  EXPECT_EQ(weighted->path, "mine/rows.jsonl");
+  EXPECT_EQ(weighted->weight, 5.0);
+  EXPECT_EQ(parse_complexity_source("a:b/rows.jsonl")->path, "a:b/rows.jsonl");  // not a number: a path
+  EXPECT_FALSE(parse_complexity_source("rows.jsonl:0").ok());
+  EXPECT_FALSE(parse_complexity_source("rows.jsonl:-2").ok());
+  EXPECT_FALSE(parse_complexity_source(":3").ok());
+}
+
+// Rows of a deployment whose hard questions are the *short* ones: the opposite of the public set.
+std::vector<ComplexityRow> inverted_rows(std::size_t per_class, std::uint64_t seed) {
+  std::vector<ComplexityRow> rows = generated_rows(per_class, seed);
+  for (auto& row : rows) row.hard = !row.hard;
+  return rows;
+}
+
+fs::path write_named(const fs::path& dir, const std::string& name, const std::vector<ComplexityRow>& rows) {
+  const fs::path file = dir / name;
+  std::ofstream out(file);
+  for (const auto& row : rows) out << nlohmann::json{{"text", row.text}, {"small_correct", !row.hard}}.dump() << "\n";
+  return file;
+}
+
+TEST(ComplexityModelDirTest, SeveralFilesWithWeightsAndTheManifestNamesEach) {
+  const fs::path dir = scratch_dir("weighted");
+  const fs::path public_rows = write_named(dir, "public.jsonl", generated_rows(100, 11));
+  const fs::path own_rows = write_named(dir, "own.jsonl", inverted_rows(20, 12));
+  ComplexityTrainOptions options;
+
+  // Weight 1 on one file is the single-file model exactly.
+  auto single = train_complexity_directory(public_rows.string(), dir / "single", options);
+  auto listed = train_complexity_directory(std::vector<ComplexitySource>{{public_rows.string(), 1.0}}, dir / "listed", options);
+  ASSERT_TRUE(single.ok() && listed.ok());
+  EXPECT_DOUBLE_EQ(single->model->score(kHardText, 1), listed->model->score(kHardText, 1));
+
+  // 40 of the deployment's rows at weight 1 barely move the public model; at weight 20 they
+  // outweigh its 200 rows and the score turns around.
+  auto light = train_complexity_directory(
+      std::vector<ComplexitySource>{{public_rows.string(), 1.0}, {own_rows.string(), 1.0}}, dir / "light", options);
+  auto heavy = train_complexity_directory(
+      std::vector<ComplexitySource>{{public_rows.string(), 1.0}, {own_rows.string(), 20.0}}, dir / "heavy", options);
+  ASSERT_TRUE(light.ok()) << light.error().message;
+  ASSERT_TRUE(heavy.ok()) << heavy.error().message;
+  EXPECT_GT(light->model->score(kHardText, 1), light->model->score(kEasyText, 1));
+  EXPECT_LT(heavy->model->score(kHardText, 1), heavy->model->score(kEasyText, 1));
+
+  std::ifstream manifest_in(dir / "heavy" / "manifest.json");
+  const auto manifest = nlohmann::json::parse(manifest_in);
+  const auto& data = manifest["training"]["data"];
+  ASSERT_EQ(data.size(), 2u);
+  EXPECT_EQ(data[1]["path"], own_rows.string());
+  EXPECT_EQ(data[1]["weight"], 20.0);
+  EXPECT_EQ(data[1]["rows"], 40);
+  EXPECT_EQ(data[1]["xxh64"].get<std::string>().size(), 16u);
+  EXPECT_EQ(manifest["training"]["rows"], 240);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hengshi::router
