@@ -19,8 +19,11 @@
 // Targets: pooled AUC >= 0.65; 95% of large quality at <= 55% large calls; decide() p99 <= 50 us.
 // Prints met / NOT met.
 //
+// With --by-domain the folds are MMLU's four domains instead (leave one domain out): the ROC AUC
+// on each held-out domain, the worst and the mean (targets: worst >= 0.62, mean >= 0.68).
+//
 // Usage: bench_router_complexity [--data DIR] [--folds F] [--seeds S] [--large-share X] [--l2 L]
-//                                [--quick]
+//                                [--quick] [--by-domain]
 // --quick: the features kind only (no fastText). DIR defaults to $HENGSHI_DATA_DIR, then
 // <source>/../shared/data; without the file it prints "skip: dataset not found" and exits 0.
 #include <stdlib.h>
@@ -100,6 +103,31 @@ Curve cost_quality(const std::vector<ComplexityRow>& rows, const std::vector<int
 
 const char* verdict(bool met) { return met ? "met" : "NOT met"; }
 
+// MMLU's four domains (Hendrycks et al., the categories of the benchmark's own reporting), for
+// leave-one-domain-out: a held-out domain shares no subject *and* no field with the training rows.
+const std::vector<std::string> kDomains = {"STEM", "humanities", "social sciences", "other"};
+int domain_of(const std::string& subject) {
+  static const std::map<std::string, int> kSubjectDomain = {
+      {"abstract_algebra", 0}, {"anatomy", 0}, {"astronomy", 0}, {"college_biology", 0},
+      {"college_chemistry", 0}, {"college_computer_science", 0}, {"college_mathematics", 0},
+      {"college_physics", 0}, {"computer_security", 0}, {"conceptual_physics", 0},
+      {"electrical_engineering", 0}, {"elementary_mathematics", 0}, {"high_school_biology", 0},
+      {"high_school_chemistry", 0}, {"high_school_computer_science", 0}, {"high_school_mathematics", 0},
+      {"high_school_physics", 0}, {"high_school_statistics", 0}, {"machine_learning", 0},
+      {"formal_logic", 1}, {"high_school_european_history", 1}, {"high_school_us_history", 1},
+      {"high_school_world_history", 1}, {"international_law", 1}, {"jurisprudence", 1},
+      {"logical_fallacies", 1}, {"moral_disputes", 1}, {"moral_scenarios", 1}, {"philosophy", 1},
+      {"prehistory", 1}, {"professional_law", 1}, {"world_religions", 1},
+      {"econometrics", 2}, {"high_school_geography", 2}, {"high_school_government_and_politics", 2},
+      {"high_school_macroeconomics", 2}, {"high_school_microeconomics", 2}, {"high_school_psychology", 2},
+      {"human_sexuality", 2}, {"professional_psychology", 2}, {"public_relations", 2},
+      {"security_studies", 2}, {"sociology", 2}, {"us_foreign_policy", 2}};
+  const auto found = kSubjectDomain.find(subject);
+  return found == kSubjectDomain.end() ? 3 : found->second;  // business, health, misc: "other"
+}
+constexpr double kTargetWorstDomainAuc = 0.62;
+constexpr double kTargetMeanDomainAuc = 0.68;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,6 +144,9 @@ int main(int argc, char** argv) {
   app.add_option("--large-share", large_share, "share the trained cut aims at")
       ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--quick", quick, "features kind only (no fastText)");
+  bool by_domain = false;
+  app.add_flag("--by-domain", by_domain,
+               "leave one MMLU domain out (STEM, humanities, social sciences, other) instead of subject folds");
   app.add_option("--l2", l2, "L2 penalty of the logistic part")->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   if (data_dir.empty()) {
@@ -156,6 +187,10 @@ int main(int argc, char** argv) {
     kinds.push_back(ComplexityKind::kCombined);
   }
 
+  if (by_domain) {
+    folds = static_cast<int>(kDomains.size());
+    seeds = 1;  // the folds are fixed: no shuffle to repeat
+  }
   const auto started = std::chrono::steady_clock::now();
   // One table per seed (subject shuffle); the verdict uses the first seed's learned score.
   bool all_auc_met = true, all_quality_met = true;
@@ -168,7 +203,7 @@ int main(int argc, char** argv) {
       subject_fold[subjects[s]] = static_cast<int>(s % static_cast<std::size_t>(folds));
     }
     std::vector<int> fold_of;
-    for (const auto& row : rows) fold_of.push_back(subject_fold[row.group]);
+    for (const auto& row : rows) fold_of.push_back(by_domain ? domain_of(row.group) : subject_fold[row.group]);
 
     std::vector<Scorer> scorers;
     Scorer hand{"hand score 1..5 (today)", {}, {}, 0, 0, false};
@@ -225,7 +260,8 @@ int main(int argc, char** argv) {
       }
     }
 
-    std::printf("\nseed %d: %d subject folds (held-out subjects per fold: ~%zu)\n", seed, folds,
+    std::printf(by_domain ? "\nseed %d: %d domain folds (leave one domain out; ~%zu subjects per domain)\n"
+                          : "\nseed %d: %d subject folds (held-out subjects per fold: ~%zu)\n", seed, folds,
                 subjects.size() / static_cast<std::size_t>(folds));
     std::printf("  %-26s %8s %8s %8s %7s %7s %7s %7s %8s %s\n", "score", "AUC", "fold-min",
                 "fold-mean", "PGR@30", "PGR@50", "Q@50", "APGR", "95%@calls", "auc/qual target");
@@ -266,6 +302,26 @@ int main(int argc, char** argv) {
       if (index == 2 && seed == 1) {  // the features kind: what `train-complexity` serves by default
         all_auc_met = all_auc_met && auc_met;
         all_quality_met = all_quality_met && quality_met;
+      }
+    }
+    if (by_domain) {
+      std::printf("  ROC AUC on each held-out domain (trained on the other three):\n    %-26s", "score");
+      for (const auto& domain : kDomains) std::printf(" %16s", domain.c_str());
+      std::printf(" %8s %8s\n", "worst", "mean");
+      for (std::size_t index = 0; index < scorers.size(); ++index) {
+        const Scorer& scorer = scorers[index];
+        std::printf("    %-26s", scorer.name.c_str());
+        for (double auc : scorer.fold_aucs) std::printf(" %16.4f", auc);
+        const double worst = *std::min_element(scorer.fold_aucs.begin(), scorer.fold_aucs.end());
+        const double mean = std::accumulate(scorer.fold_aucs.begin(), scorer.fold_aucs.end(), 0.0) /
+                            static_cast<double>(scorer.fold_aucs.size());
+        std::printf(" %8.4f %8.4f", worst, mean);
+        if (index == 2) {  // the features kind, what train-complexity serves by default
+          std::printf("  worst >= %.2f: %s, mean >= %.2f: %s", kTargetWorstDomainAuc,
+                      verdict(worst >= kTargetWorstDomainAuc), kTargetMeanDomainAuc,
+                      verdict(mean >= kTargetMeanDomainAuc));
+        }
+        std::printf("\n");
       }
     }
     std::printf("  cut fitted on training subjects for --large-share %.2f, applied to held-out:\n",

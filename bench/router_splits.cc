@@ -6,6 +6,9 @@
 // default 0.9) — then route the held-out rows through each policy and measure the precision the
 // edge delivered, the out-of-scope leak and the edge share. Prints, per data set and policy, how
 // often the precision reached the target and the leak stayed under the cap, and the mean share.
+// banking77-open is the open-intent protocol (ADB, DOC): in each split a random quarter of the
+// intents is unknown — absent from train, and its calibrate and held-out rows are out of scope —
+// so the leak cap is tested on questions the model has never seen an example of.
 // Skips cleanly without ../shared/data.
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +42,13 @@ struct Options {
   double max_leak = 0.05;
   double confidence = hengshi::router::CalibrateOptions{}.confidence;
   double search_budget_s = 0;  // the default training without a search, to keep N splits short
+  double open_share = 0.25;    // banking77-open: share of intents held out as unknown
+};
+
+struct Dataset {
+  std::string name;
+  std::vector<std::string> files;
+  double open_share = 0;  // > 0: the open-intent protocol
 };
 
 struct Delivered {
@@ -70,10 +81,11 @@ Delivered route(const hengshi::router::Thresholds& thresholds, const std::vector
 }
 
 int run(const Options& options) {
-  const std::vector<std::pair<std::string, std::vector<std::string>>> datasets = {
+  const std::vector<Dataset> datasets = {
       {"kuake_qic", {"kuake_qic_train.jsonl", "kuake_qic_dev.jsonl"}},
-      {"banking77", {"banking77_train.jsonl", "banking77_test.jsonl"}}};
-  for (const auto& [name, files] : datasets) {
+      {"banking77", {"banking77_train.jsonl", "banking77_test.jsonl"}},
+      {"b77-open", {"banking77_train.jsonl", "banking77_test.jsonl"}, options.open_share}};
+  for (const auto& [name, files, open_share] : datasets) {
     for (const auto& file : files) {
       if (!fs::exists(fs::path(options.data_dir) / file)) {
         std::printf("bench_router_splits: skipped: %s is absent\n", (fs::path(options.data_dir) / file).c_str());
@@ -92,7 +104,7 @@ int run(const Options& options) {
               "prec ok", "leak ok", "stricter");
   std::map<std::string, Tally> tallies;
   hengshi::Progress progress("bench_router_splits: splits", static_cast<std::size_t>(options.splits) * datasets.size());
-  for (const auto& [name, files] : datasets) {
+  for (const auto& [name, files, open_share] : datasets) {
     std::vector<IntentExample> all;
     for (const auto& file : files) {
       auto rows = hengshi::edge::read_intent_examples(fs::path(options.data_dir) / file);
@@ -102,7 +114,7 @@ int run(const Options& options) {
       }
       all.insert(all.end(), rows->begin(), rows->end());
     }
-    const bool has_oos = std::any_of(all.begin(), all.end(), [](const IntentExample& row) {
+    const bool has_oos = open_share > 0 || std::any_of(all.begin(), all.end(), [](const IntentExample& row) {
       return row.intent == hengshi::router::kOutOfScopeIntent;
     });
     for (int split = 0; split < options.splits; ++split) {
@@ -111,10 +123,26 @@ int run(const Options& options) {
       std::vector<IntentExample> rows = all;
       std::shuffle(rows.begin(), rows.end(), rng);
       const std::size_t n = rows.size();
-      const std::vector<IntentExample> train(rows.begin(), rows.begin() + static_cast<long>(n * 6 / 10));
-      const std::vector<IntentExample> calib(rows.begin() + static_cast<long>(n * 6 / 10),
-                                             rows.begin() + static_cast<long>(n * 8 / 10));
-      const std::vector<IntentExample> held(rows.begin() + static_cast<long>(n * 8 / 10), rows.end());
+      std::vector<IntentExample> train(rows.begin(), rows.begin() + static_cast<long>(n * 6 / 10));
+      std::vector<IntentExample> calib(rows.begin() + static_cast<long>(n * 6 / 10),
+                                       rows.begin() + static_cast<long>(n * 8 / 10));
+      std::vector<IntentExample> held(rows.begin() + static_cast<long>(n * 8 / 10), rows.end());
+      if (open_share > 0) {
+        // The open-intent protocol: unknown intents leave train and become out of scope elsewhere.
+        std::vector<std::string> intents;
+        for (const auto& row : all) intents.push_back(row.intent);
+        std::sort(intents.begin(), intents.end());
+        intents.erase(std::unique(intents.begin(), intents.end()), intents.end());
+        std::shuffle(intents.begin(), intents.end(), rng);
+        intents.resize(static_cast<std::size_t>(open_share * static_cast<double>(intents.size()) + 0.5));
+        const std::set<std::string> unknown(intents.begin(), intents.end());
+        std::erase_if(train, [&](const IntentExample& row) { return unknown.count(row.intent) > 0; });
+        for (auto* part : {&calib, &held}) {
+          for (auto& row : *part) {
+            if (unknown.count(row.intent) > 0) row.intent = hengshi::router::kOutOfScopeIntent;
+          }
+        }
+      }
       const fs::path data = work / (name + "-train.jsonl");
       {
         std::ofstream out(data);
@@ -184,7 +212,7 @@ int run(const Options& options) {
   }
   std::printf("target: precision >= target and leak <= cap in >= 90%% of splits, at a mean share no more than 10%% "
               "below the point policy's\n");
-  for (const auto& [name, files] : datasets) {
+  for (const auto& [name, files, open_share] : datasets) {
     const Tally& point = tallies[name + " point"];
     const Tally& bound = tallies[name + " bound"];
     const bool met = bound.precision_met * 10 >= bound.runs * 9 && bound.leak_met * 10 >= bound.runs * 9 &&
@@ -209,6 +237,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-oos-leak", options.max_leak, "calibrate's leak cap (data sets with out-of-scope rows)");
   app.add_option("--confidence", options.confidence, "the bound policy's --confidence");
   app.add_option("--search-budget", options.search_budget_s, "train's search budget per split (CPU s)");
+  app.add_option("--open-share", options.open_share, "b77-open: share of intents unknown in each split")
+      ->check(CLI::Range(0.05, 0.75));
   CLI11_PARSE(app, argc, argv);
   try {
     return run(options);
