@@ -70,6 +70,7 @@ struct Piece {
   enum class Kind { upstream_chunk, text };
   Kind kind = Kind::text;
   std::string_view data;
+  bool more = false;  // another piece follows at once (no network wait): may be written with it
 };
 using PieceSink = std::function<awaitable<bool>(const Piece& piece)>;
 

@@ -246,8 +246,8 @@ awaitable<Result<Answer, AttemptError>> CloudSource::answer(const SourceRequest&
 }
 
 awaitable<Result<Answer, AttemptError>> CloudSource::stream(const SourceRequest& request, PieceSink sink) {
-  cloud::ChunkSink chunks = [&sink](std::string_view chunk) -> awaitable<bool> {
-    Piece piece{Piece::Kind::upstream_chunk, chunk};
+  cloud::ChunkSink chunks = [&sink](std::string_view chunk, bool more) -> awaitable<bool> {
+    Piece piece{Piece::Kind::upstream_chunk, chunk, more};
     co_return co_await sink(piece);
   };
   cloud::CallOptions options;

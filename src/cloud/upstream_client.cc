@@ -644,7 +644,11 @@ class UpstreamCall {
     summary.model = client_.config_.model;
     bool first_event = true;
     bool done = false;
+    std::vector<std::string> arrived;  // the events of one read to pass on (capacity reused)
     while (!done) {
+      // Every complete event this read brought is checked first, so each one passed on knows
+      // whether another follows it at once.
+      arrived.clear();
       while (auto event = sse.next_event()) {
         if (*event == "[DONE]") {
           done = true;
@@ -667,7 +671,10 @@ class UpstreamCall {
           // The caller did not ask for usage: it would not have had this chunk.
           if (usage_only && !caller_wants_usage_) continue;
         }
-        bool keep_going = co_await sink(*event);
+        arrived.emplace_back(*event);
+      }
+      for (std::size_t k = 0; k < arrived.size(); ++k) {
+        bool keep_going = co_await sink(arrived[k], /*more=*/k + 1 < arrived.size());
         ++summary.chunks;
         after_first_byte_ = true;
         if (!keep_going)

@@ -55,7 +55,9 @@ struct StreamSummary {
 
 // Receives the data payload of each SSE event (the JSON text of one chat.completion.chunk;
 // "[DONE]" is not passed). Returns false to stop: the upstream request is then abandoned.
-using ChunkSink = std::function<awaitable<bool>(std::string_view chunk_json)>;
+// `more`: another chunk arrived with this one and follows at once, with no wait on the network,
+// so a writer may hold this one and send both in one write (a syscall per burst, not per chunk).
+using ChunkSink = std::function<awaitable<bool>(std::string_view chunk_json, bool more)>;
 
 // The API key named by member.api_key_env, trimmed: "" when the member names no variable; an
 // error naming the pool, the member and the variable (never its value) when it is unset, empty

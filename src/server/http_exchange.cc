@@ -67,12 +67,20 @@ awaitable<bool> HttpExchange::write_chunk(std::string_view data) {
   co_return after_write(ec);
 }
 
-awaitable<bool> HttpExchange::finish_stream() {
+awaitable<bool> HttpExchange::finish_stream(std::string_view last_events) {
   stream_finished_ = true;
   beast::error_code ec;
   before_write();
-  bytes_sent_ += co_await asio::async_write(stream_, http::make_chunk_last(),
-                                            asio::redirect_error(use_awaitable, ec));
+  if (last_events.empty()) {
+    bytes_sent_ += co_await asio::async_write(stream_, http::make_chunk_last(),
+                                              asio::redirect_error(use_awaitable, ec));
+  } else {
+    bytes_sent_ += co_await asio::async_write(
+        stream_,
+        beast::buffers_cat(http::make_chunk(asio::const_buffer(last_events.data(), last_events.size())),
+                           http::make_chunk_last()),
+        asio::redirect_error(use_awaitable, ec));
+  }
   co_return after_write(ec);
 }
 

@@ -68,7 +68,8 @@ class HttpExchange {
   // `head`; then write_chunk() per event and finish_stream() once.
   awaitable<bool> start_stream(http::response<http::empty_body> head);
   awaitable<bool> write_chunk(std::string_view data);
-  awaitable<bool> finish_stream();
+  // `last_events`: SSE text that goes out with the terminating chunk, in the same write.
+  awaitable<bool> finish_stream(std::string_view last_events = {});
 
   // Reports `error` the only way still open: the whole error response when nothing was sent,
   // an SSE error event and the end of the stream when a stream had started, nothing after the

@@ -31,9 +31,17 @@ std::string retry_after_seconds(std::int64_t retry_after_ms) {
   return std::to_string(std::max<std::int64_t>(1, (retry_after_ms + 999) / 1000));
 }
 
+awaitable<bool> ResponseWriter::write_events(std::string_view events) {
+  if (held_.empty()) co_return co_await exchange_.write_chunk(events);
+  held_.append(events);
+  const bool written = co_await exchange_.write_chunk(held_);
+  held_.clear();
+  co_return written;
+}
+
 awaitable<bool> ResponseWriter::write_event(const json& event) {
   std::string text = sse_event(dump_text(event));
-  co_return co_await exchange_.write_chunk(text);
+  co_return co_await write_events(text);
 }
 
 awaitable<bool> ResponseWriter::open(const ResponseMeta& meta) {
@@ -55,10 +63,15 @@ awaitable<bool> ResponseWriter::send_role_once(const ResponseMeta& meta) {
 
 awaitable<bool> ResponseWriter::send(const chain::Piece& piece, const ResponseMeta& meta) {
   if (piece.kind == chain::Piece::Kind::upstream_chunk) {
-    // Passed through as the upstream wrote it (it carries its own role and finish chunks).
+    // Passed through as the upstream wrote it (it carries its own role and finish chunks). When
+    // another chunk follows at once, this one waits for it: one write for a burst of chunks.
     role_sent_ = true;
+    if (piece.more) {
+      held_ += sse_event(piece.data);
+      co_return true;
+    }
     std::string event = sse_event(piece.data);
-    co_return co_await exchange_.write_chunk(event);
+    co_return co_await write_events(event);
   }
   if (!co_await send_role_once(meta)) co_return false;
   json delta = {{"content", std::string(piece.data)}};
@@ -90,9 +103,11 @@ awaitable<bool> ResponseWriter::finish_stream(const ResponseMeta& meta, const ch
                       {"model", meta.model},
                       {"choices", json::array()}};
   std::string final_event = sse_event(with_last_member(dump_text(final_chunk), "hengshi", client_meta_text(meta)));
-  if (!co_await exchange_.write_chunk(final_event)) co_return false;
-  if (!co_await exchange_.write_chunk(kSseDone)) co_return false;
-  co_return co_await exchange_.finish_stream();
+  final_event += kSseDone;  // the metadata, [DONE] and the end of the body in one write
+  held_ += final_event;
+  const bool finished = co_await exchange_.finish_stream(held_);
+  held_.clear();
+  co_return finished;
 }
 
 awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, chain::Answer& answer) {

@@ -47,12 +47,15 @@ class ResponseWriter : public chain::StreamOut {
  private:
   awaitable<bool> send_role_once(const ResponseMeta& meta);
   awaitable<bool> write_event(const nlohmann::json& event);
+  // Writes `events` (SSE text) after any held back, as one chunk.
+  awaitable<bool> write_events(std::string_view events);
 
   HttpExchange& exchange_;
   const ChatRequest& request_;
   bool expose_figures_;
   bool opened_ = false;
   bool role_sent_ = false;
+  std::string held_;  // upstream chunks held for the piece that follows at once (Piece::more)
 };
 
 // Seconds for a Retry-After header: at least 1, rounded up.

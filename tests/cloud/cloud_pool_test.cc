@@ -72,7 +72,7 @@ class CloudPoolTest : public ::testing::Test {
     return run([&]() -> awaitable<Result<StreamSummary, UpstreamError>> {
       json request = kRequest;
       request["stream"] = true;
-      ChunkSink sink = [](std::string_view) -> awaitable<bool> { co_return true; };
+      ChunkSink sink = [](std::string_view, bool) -> awaitable<bool> { co_return true; };
       co_return co_await p.stream(request, Deadline::after(10s), CancelToken{}, sink, options);
     });
   }

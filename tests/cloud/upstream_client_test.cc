@@ -112,9 +112,11 @@ class UpstreamClientTest : public ::testing::Test {
   // `request` by value: the coroutine starts after the caller's temporaries are gone.
   awaitable<Result<StreamSummary, UpstreamError>> stream(UpstreamClient& c, json request,
                                                          std::vector<std::string>& chunks,
-                                                         std::function<void()> on_chunk = {}) {
-    ChunkSink sink = [&chunks, on_chunk](std::string_view chunk) -> awaitable<bool> {
+                                                         std::function<void()> on_chunk = {},
+                                                         std::vector<bool>* mores = nullptr) {
+    ChunkSink sink = [&chunks, on_chunk, mores](std::string_view chunk, bool more) -> awaitable<bool> {
       chunks.emplace_back(chunk);
+      if (mores != nullptr) mores->push_back(more);
       if (on_chunk) on_chunk();
       co_return true;
     };
@@ -465,11 +467,34 @@ TEST_F(UpstreamClientTest, StreamDeliversEachChunkBeforeTheNextIsSent) {
   auto c = client(config);
   fake.release();
   std::vector<std::string> chunks;
+  std::vector<bool> mores;
   auto summary =
-      run([&] { return stream(*c, stream_request(false), chunks, [&] { fake.release(); }); });
+      run([&] { return stream(*c, stream_request(false), chunks, [&] { fake.release(); }, &mores); });
   ASSERT_TRUE(summary.ok()) << summary.error().message;
   EXPECT_EQ(chunks.size(), 5u);
   EXPECT_EQ(chunks.back(), content_chunk("4"));
+  // Nothing followed any of them without a wait on the network: none may be held back.
+  EXPECT_EQ(mores, std::vector<bool>(5, false));
+}
+
+TEST_F(UpstreamClientTest, ChunksThatArriveTogetherSayAnotherFollows) {
+  // Three events and [DONE] in one write: the sink learns that the first two have company, so a
+  // writer can send the three in one write.
+  FakeUpstream fake;
+  FakeReply reply;
+  std::string body;
+  for (int i = 0; i < 3; ++i) body += "data: " + content_chunk(std::to_string(i)) + "\n\n";
+  body += "data: [DONE]\n\n";
+  reply.raw = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body;
+  fake.reply_always(reply);
+  auto c = client(member(fake.base_url(), "burst"));
+  std::vector<std::string> chunks;
+  std::vector<bool> mores;
+  auto summary = run([&] { return stream(*c, stream_request(false), chunks, {}, &mores); });
+  ASSERT_TRUE(summary.ok()) << summary.error().message;
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(mores, (std::vector<bool>{true, true, false}));
 }
 
 TEST_F(UpstreamClientTest, StreamClosedBeforeDone) {
@@ -537,7 +562,7 @@ TEST_F(UpstreamClientTest, SinkReturningFalseStopsTheStream) {
   fake.reply_always(reply);
   auto c = client(member(fake.base_url(), "sink-stop"));
   int seen = 0;
-  ChunkSink sink = [&](std::string_view) -> awaitable<bool> { co_return ++seen < 1; };
+  ChunkSink sink = [&](std::string_view, bool) -> awaitable<bool> { co_return ++seen < 1; };
   auto error = expect_error(run([&]() -> awaitable<Result<StreamSummary, UpstreamError>> {
     co_return co_await c->stream(stream_request(false), Deadline::never(), CancelToken{}, sink);
   }));
@@ -720,7 +745,7 @@ TEST_F(UpstreamClientTest, PoolWithEveryMemberFullIsOverloaded) {
         },
         asio::detached);
     EXPECT_TRUE(co_await arrived.wait());
-    ChunkSink sink = [](std::string_view) -> awaitable<bool> { co_return true; };
+    ChunkSink sink = [](std::string_view, bool) -> awaitable<bool> { co_return true; };
     auto result = co_await (*pool)->stream(stream_request(false), Deadline::never(), {}, sink);
     cancel.cancel();
     co_return result;

@@ -52,6 +52,26 @@ class WriterHandler : public RequestHandler {
       }
       answer.content.clear();
       co_await writer.finish_stream(meta, answer);
+    } else if (target == "/burst-stream" || target == "/burst-then-error") {
+      // Upstream chunks that arrived together (more = another follows at once), then one that
+      // arrived alone; the last is held when the stream ends or fails right after it.
+      co_await writer.open(meta);
+      const std::vector<std::pair<std::string, bool>> chunks = {
+          {R"({"choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}]})", true},
+          {R"({"choices":[{"index":0,"delta":{"content":"b"}}]})", true},
+          {R"({"choices":[{"index":0,"delta":{"content":"c"}}]})", false},
+          {R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})", true}};
+      for (const auto& [data, more] : chunks) {
+        chain::Piece piece{chain::Piece::Kind::upstream_chunk, data, more};
+        co_await writer.send(piece, meta);
+      }
+      answer.content.clear();
+      answer.pieces_carry_finish = true;
+      if (target == "/burst-stream") {
+        co_await writer.finish_stream(meta, answer);
+      } else {
+        co_await writer.write_error(ApiError::bad_gateway("upstream_closed_early", "gone"), &meta);
+      }
     } else if (target == "/error-429") {
       co_await writer.write_error(ApiError::too_many_requests("pool_overloaded", "busy"), &meta, 2500);
     } else if (target == "/error-mid-stream") {
@@ -115,6 +135,24 @@ TEST_F(ResponseWriterTest, AWholeAnswerAsSseFollowsOpenAisEventOrder) {
   EXPECT_EQ(events[3]["usage"]["completion_tokens"], 2);
   EXPECT_EQ(events[4]["hengshi"]["request_id"], "hs-test-1");
   EXPECT_EQ(result.sse_data().back(), "[DONE]");
+}
+
+TEST_F(ResponseWriterTest, ChunksHeldForTheirFollowersAllGoOutInOrder) {
+  auto result = get("/burst-stream");
+  auto events = result.sse_events();
+  ASSERT_EQ(events.size(), 5u) << result.body;  // a, b, c, finish (held, then sent with the end), metadata
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["content"], "a");
+  EXPECT_EQ(events[1]["choices"][0]["delta"]["content"], "b");
+  EXPECT_EQ(events[2]["choices"][0]["delta"]["content"], "c");
+  EXPECT_EQ(events[3]["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(events[4].contains("hengshi"));
+  EXPECT_EQ(result.sse_data().back(), "[DONE]");
+
+  auto failed = get("/burst-then-error");
+  auto error_events = failed.sse_events();
+  ASSERT_EQ(error_events.size(), 5u) << failed.body;  // a, b, c, the held finish chunk, the error
+  EXPECT_EQ(error_events[3]["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(error_events[4]["error"]["code"], "upstream_closed_early");
 }
 
 TEST_F(ResponseWriterTest, PiecesSentAfterTheCommitPointGetOneRoleChunkAndTheEnd) {
