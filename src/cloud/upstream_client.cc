@@ -145,6 +145,9 @@ struct UpstreamClient::Connection {
     } else {
       plain.emplace(executor);
     }
+    // Beast reads into this buffer at most its free capacity (512 bytes while it is small): a
+    // reply or a burst of stream events would take a recv per 512 bytes, one event each.
+    buffer.reserve(kStreamReadBytes);
   }
   beast::tcp_stream& lowest() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
 
