@@ -211,7 +211,7 @@ def main():
         if not shutil.which(tool):
             sys.exit(f"{tool} is missing: scripts/setup installs it")
     if not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")):
-        sys.exit("nginx is missing: scripts/setup installs nginx-light")
+        sys.exit("nginx is missing: scripts/setup --bench installs it")
     build = args.build_dir
     hengshi = args.hengshi or os.path.join(build, "src", "cli", "hengshi")
 
