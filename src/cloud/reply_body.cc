@@ -9,10 +9,30 @@
 namespace hengshi::cloud {
 namespace {
 
-std::int64_t int_or_zero(simdjson::dom::object object, const char* key) {
+// The member's value as a client reads it: with a repeated name, the last one (JSON.parse and
+// Python's json keep the last; simdjson's lookup finds the first).
+bool last_member(simdjson::dom::object object, std::string_view key, simdjson::dom::element& out) {
+  bool found = false;
+  for (auto field : object) {
+    if (field.key == key) {
+      out = field.value;
+      found = true;
+    }
+  }
+  return found;
+}
+
+std::int64_t int_or_zero(simdjson::dom::object object, std::string_view key) {
+  simdjson::dom::element element;
   std::int64_t value = 0;
-  if (object[key].get_int64().get(value) != simdjson::SUCCESS) return 0;
+  if (!last_member(object, key, element) || element.get_int64().get(value) != simdjson::SUCCESS) return 0;
   return value;
+}
+
+template <typename T>
+bool last_as(simdjson::dom::object object, std::string_view key, T& out) {
+  simdjson::dom::element element;
+  return last_member(object, key, element) && element.get(out) == simdjson::SUCCESS;
 }
 
 }  // namespace
@@ -32,28 +52,25 @@ Result<ReplyBody> read_reply_body(std::string&& raw) {
   simdjson::dom::object object;
   if (root.get_object().get(object) != simdjson::SUCCESS) return Error{"bad_response", "not a JSON object"};
   simdjson::dom::array choices;
-  if (object["choices"].get_array().get(choices) != simdjson::SUCCESS) {
-    return Error{"bad_response", "no \"choices\" array"};
-  }
+  if (!last_as(object, "choices", choices)) return Error{"bad_response", "no \"choices\" array"};
   ReplyBody body;
   simdjson::dom::object usage;
-  if (object["usage"].get_object().get(usage) == simdjson::SUCCESS) {
+  if (last_as(object, "usage", usage)) {
     body.usage.prompt_tokens = int_or_zero(usage, "prompt_tokens");
     body.usage.completion_tokens = int_or_zero(usage, "completion_tokens");
   }
   simdjson::dom::element ignored;
-  body.has_hengshi = object["hengshi"].get(ignored) == simdjson::SUCCESS;
+  body.has_hengshi = last_member(object, "hengshi", ignored);
   simdjson::dom::object first;
   if (choices.size() >= 1 && choices.at(0).get_object().get(first) == simdjson::SUCCESS) {
     std::string_view finish;
-    if (first["finish_reason"].get_string().get(finish) == simdjson::SUCCESS) body.finish_reason = finish;
+    if (last_as(first, "finish_reason", finish)) body.finish_reason = finish;
     simdjson::dom::object message;
-    if (first["message"].get_object().get(message) == simdjson::SUCCESS) {
+    if (last_as(first, "message", message)) {
       std::string_view content;
-      const bool text = message["content"].get_string().get(content) == simdjson::SUCCESS;
+      const bool text = last_as(message, "content", content);
       if (text) body.content = content;
-      const bool calls = message["tool_calls"].get(ignored) == simdjson::SUCCESS ||
-                         message["function_call"].get(ignored) == simdjson::SUCCESS;
+      const bool calls = last_member(message, "tool_calls", ignored) || last_member(message, "function_call", ignored);
       body.plain_text = text && !calls && choices.size() == 1;
     }
   }

@@ -55,6 +55,17 @@ TEST(ReplyBodyTest, RefusesWhatIsNotAChatCompletion) {
   EXPECT_NE(error_of(deep), "accepted");
 }
 
+TEST(ReplyBodyTest, ARepeatedNameIsReadAsAClientReadsIt) {
+  // JSON.parse and Python keep the last of a repeated name; so does the gateway, so the usage it
+  // bills and the text it caches are what the client sees.
+  auto body = read_ok(R"({"choices":{},"choices":[{"message":{"content":"first","content":"last"}}],)"
+                      R"("usage":{"prompt_tokens":1},"usage":{"prompt_tokens":9,"completion_tokens":2}})");
+  EXPECT_EQ(body.content, "last");
+  EXPECT_EQ(body.usage.prompt_tokens, 9);
+  EXPECT_EQ(body.usage.completion_tokens, 2);
+  EXPECT_NE(error_of(R"({"choices":[],"choices":{"route":"x"}})"), "accepted");  // the last is no array
+}
+
 TEST(ReplyBodyTest, RefusedBytesStayWithTheCaller) {
   std::string raw = "{\"oops\":";
   auto body = read_reply_body(std::move(raw));
