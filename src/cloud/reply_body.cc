@@ -78,6 +78,14 @@ Result<ReplyBody> read_reply_body(std::string&& raw) {
   return body;
 }
 
+bool is_valid_json(std::string& text) {
+  thread_local simdjson::dom::parser parser;
+  const std::size_t size = text.size();
+  text.reserve(size + simdjson::SIMDJSON_PADDING);
+  simdjson::dom::element root;
+  return parser.parse(text.data(), size, /*realloc_if_needed=*/false).get(root) == simdjson::SUCCESS;
+}
+
 std::string with_member(const ReplyBody& body, std::string_view name, std::string_view value_json) {
   if (body.has_hengshi && name == "hengshi") {
     nlohmann::json object = nlohmann::json::parse(body.raw, nullptr, /*allow_exceptions=*/false);

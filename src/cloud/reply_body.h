@@ -33,6 +33,11 @@ struct ReplyBody {
 // JSON, invalid UTF-8, nested too deep, not an object, or no "choices" array.
 Result<ReplyBody> read_reply_body(std::string&& raw);
 
+// True when `text` is one valid JSON value (UTF-8 checked), by simdjson: how each streamed
+// chunk is checked before it is passed on. `text` must have simdjson's padding of readable
+// capacity past its end; the function reserves it.
+bool is_valid_json(std::string& text);
+
 // The reply's bytes with `"name": value_json` as the object's last member. `value_json` must be
 // one serialised JSON value. When the upstream already wrote a member of that name, it is
 // replaced (a slow path through a DOM: JSON objects must not repeat a name).

@@ -662,19 +662,22 @@ class UpstreamCall {
           summary.ttft = elapsed();
           arm(connection, total_at_, UpstreamErrorKind::total_timeout);
         }
-        if (!json::accept(event->begin(), event->end())) {
+        std::string& chunk_text = arrived.emplace_back(*event);
+        if (!is_valid_json(chunk_text)) {
           co_return error(UpstreamErrorKind::bad_response,
-                          "stream chunk is not JSON: " + snippet(*event));
+                          "stream chunk is not JSON: " + snippet(chunk_text));
         }
-        if (mentions_usage_object(*event)) {
-          auto chunk = json::parse(event->begin(), event->end(), nullptr, false);
+        if (mentions_usage_object(chunk_text)) {
+          auto chunk = json::parse(chunk_text, nullptr, false);
           read_usage(chunk, summary.usage);
           auto choices = chunk.find("choices");
           bool usage_only = choices == chunk.end() || (choices->is_array() && choices->empty());
           // The caller did not ask for usage: it would not have had this chunk.
-          if (usage_only && !caller_wants_usage_) continue;
+          if (usage_only && !caller_wants_usage_) {
+            arrived.pop_back();
+            continue;
+          }
         }
-        arrived.emplace_back(*event);
       }
       for (std::size_t k = 0; k < arrived.size(); ++k) {
         bool keep_going = co_await sink(arrived[k], /*more=*/k + 1 < arrived.size());

@@ -66,6 +66,20 @@ TEST(ReplyBodyTest, ARepeatedNameIsReadAsAClientReadsIt) {
   EXPECT_NE(error_of(R"({"choices":[],"choices":{"route":"x"}})"), "accepted");  // the last is no array
 }
 
+TEST(ReplyBodyTest, StreamChunksAreCheckedAsWholeJsonValues) {
+  for (std::string ok : {std::string(R"({"choices":[{"delta":{"content":"你好"}}]})"), std::string("[]"),
+                         std::string("1")}) {
+    EXPECT_TRUE(is_valid_json(ok)) << ok;
+  }
+  for (std::string bad : {std::string(R"({"choices":[)"), std::string("{} {}"), std::string(""),
+                          std::string("{\"a\":\"\xC3\"}")}) {
+    EXPECT_FALSE(is_valid_json(bad)) << bad;
+  }
+  std::string text = R"({"a":1})";
+  ASSERT_TRUE(is_valid_json(text));
+  EXPECT_EQ(text, R"({"a":1})");  // only capacity is added
+}
+
 TEST(ReplyBodyTest, RefusedBytesStayWithTheCaller) {
   std::string raw = "{\"oops\":";
   auto body = read_reply_body(std::move(raw));
