@@ -22,17 +22,24 @@ bool last_member(simdjson::dom::object object, std::string_view key, simdjson::d
   return found;
 }
 
-std::int64_t int_or_zero(simdjson::dom::object object, std::string_view key) {
-  simdjson::dom::element element;
-  std::int64_t value = 0;
-  if (!last_member(object, key, element) || element.get_int64().get(value) != simdjson::SUCCESS) return 0;
-  return value;
-}
-
 template <typename T>
 bool last_as(simdjson::dom::object object, std::string_view key, T& out) {
   simdjson::dom::element element;
   return last_member(object, key, element) && element.get(out) == simdjson::SUCCESS;
+}
+
+std::int64_t int_or_zero(simdjson::dom::object object, std::string_view key) {
+  std::int64_t value = 0;
+  return last_as(object, key, value) ? value : 0;
+}
+
+// Parses `text` with this thread's parser, which keeps its buffers between calls (no allocation
+// per reply or chunk). simdjson reads up to its padding past the end: the capacity is reserved.
+simdjson::error_code parse_padded(std::string& text, simdjson::dom::element& root) {
+  thread_local simdjson::dom::parser parser;
+  const std::size_t size = text.size();
+  text.reserve(size + simdjson::SIMDJSON_PADDING);
+  return parser.parse(text.data(), size, /*realloc_if_needed=*/false).get(root);
 }
 
 }  // namespace
@@ -41,12 +48,8 @@ Result<ReplyBody> read_reply_body(std::string&& raw) {
   // Deeper than the gateway accepts anywhere (the slow path of with_member() dumps a DOM, which
   // recurses).
   if (json_nesting_exceeds(raw)) return Error{"bad_response", "nested deeper than " + std::to_string(kMaxJsonDepth)};
-  // One parser per thread: it keeps its buffers between replies (no allocation per request).
-  thread_local simdjson::dom::parser parser;
-  const std::size_t size = raw.size();
-  raw.reserve(size + simdjson::SIMDJSON_PADDING);  // simdjson reads up to the padding past the end
   simdjson::dom::element root;
-  if (auto error = parser.parse(raw.data(), size, /*realloc_if_needed=*/false).get(root)) {
+  if (auto error = parse_padded(raw, root)) {
     return Error{"bad_response", simdjson::error_message(error)};
   }
   simdjson::dom::object object;
@@ -79,11 +82,8 @@ Result<ReplyBody> read_reply_body(std::string&& raw) {
 }
 
 bool is_valid_json(std::string& text) {
-  thread_local simdjson::dom::parser parser;
-  const std::size_t size = text.size();
-  text.reserve(size + simdjson::SIMDJSON_PADDING);
   simdjson::dom::element root;
-  return parser.parse(text.data(), size, /*realloc_if_needed=*/false).get(root) == simdjson::SUCCESS;
+  return parse_padded(text, root) == simdjson::SUCCESS;
 }
 
 std::string with_member(const ReplyBody& body, std::string_view name, std::string_view value_json) {

@@ -68,21 +68,23 @@ std::size_t sequence_length(std::string_view text, std::size_t i) {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
+// Appends the UTF-8 sequence at text[i], or U+FFFD for an invalid byte; returns the bytes read.
+std::size_t append_sequence(std::string& out, std::string_view text, std::size_t i) {
+  const std::size_t length = sequence_length(text, i);
+  if (length == 0) {
+    out += kReplacement;
+    return 1;
+  }
+  out.append(text.substr(i, length));
+  return length;
+}
+
 }  // namespace
 
 std::string valid_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t length = sequence_length(text, i);
-    if (length == 0) {
-      out += kReplacement;
-      ++i;
-    } else {
-      out.append(text.substr(i, length));
-      i += length;
-    }
-  }
+  for (std::size_t i = 0; i < text.size();) i += append_sequence(out, text, i);
   return out;
 }
 
@@ -92,14 +94,7 @@ void append_json_string(std::string& out, std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      const std::size_t length = sequence_length(text, i);
-      if (length == 0) {
-        out += kReplacement;
-        ++i;
-      } else {
-        out.append(text.substr(i, length));
-        i += length;
-      }
+      i += append_sequence(out, text, i);
       continue;
     }
     switch (c) {

@@ -167,7 +167,7 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 }  // namespace
 
 // One row {"text", "small_correct", "subject"?, "large_correct"?} appended to `rows`; "" or why not.
-std::string read_complexity_row(const json& row, std::vector<ComplexityRow>& rows) {
+static std::string read_complexity_row(const json& row, std::vector<ComplexityRow>& rows) {
   if (!row.is_object()) return "not a JSON object";
   ComplexityRow out;
   if (std::string why = required_string(row, "text", out.text); !why.empty()) return why;
@@ -188,17 +188,7 @@ std::string read_complexity_row(const json& row, std::vector<ComplexityRow>& row
 }
 
 Result<std::vector<ComplexityRow>> read_complexity_rows(const std::string& path) {
-  std::vector<ComplexityRow> rows;
-  Status read = for_each_json_line(path, [&](const json& row, std::size_t) -> std::string {
-    return read_complexity_row(row, rows);
-  });
-  if (!read) return read.error();
-  const auto hard = static_cast<std::size_t>(
-      std::count_if(rows.begin(), rows.end(), [](const ComplexityRow& r) { return r.hard; }));
-  if (hard < 2 || rows.size() - hard < 2) {
-    return data_error(path, 0, "needs at least 2 hard (small_correct false) and 2 easy rows");
-  }
-  return rows;
+  return read_complexity_rows(std::vector<ComplexitySource>{{path, 1.0}});
 }
 
 Result<ComplexitySource> parse_complexity_source(const std::string& text) {
@@ -238,6 +228,9 @@ Result<std::vector<ComplexityRow>> read_complexity_rows(const std::vector<Comple
   const auto hard = static_cast<std::size_t>(
       std::count_if(rows.begin(), rows.end(), [](const ComplexityRow& r) { return r.hard; }));
   if (hard < 2 || rows.size() - hard < 2) {
+    if (sources.size() == 1) {
+      return data_error(sources.front().path, 0, "needs at least 2 hard (small_correct false) and 2 easy rows");
+    }
     return Error{"data_invalid", "the data files need at least 2 hard (small_correct false) and 2 easy rows together"};
   }
   return rows;
