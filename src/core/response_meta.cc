@@ -73,7 +73,6 @@ json ResponseMeta::to_json(bool with_figures) const {
 
 namespace {
 
-// Members in the order nlohmann's sorted object writes them, so both paths give the same text.
 void write_string_or_null(std::string& out, std::string_view value) {
   if (value.empty()) {
     out += "null";
@@ -82,8 +81,17 @@ void write_string_or_null(std::string& out, std::string_view value) {
   }
 }
 
+void write_number_or_null(std::string& out, std::optional<double> value) {
+  if (value) {
+    append_json_number(out, *value);
+  } else {
+    out += "null";
+  }
+}
+
 }  // namespace
 
+// Members in the order nlohmann's sorted object writes them, so both paths give the same text.
 std::string ResponseMeta::to_json_text(bool with_figures) const {
   if (with_figures) return dump_text(to_json(true));
   std::string out;
@@ -115,17 +123,9 @@ std::string ResponseMeta::to_json_text(bool with_figures) const {
     out += std::to_string(*committed_after_pieces);
   }
   member("confidence");
-  if (decision.confidence) {
-    append_json_number(out, *decision.confidence);
-  } else {
-    out += "null";
-  }
+  write_number_or_null(out, decision.confidence);
   member("cost");
-  if (cost) {
-    append_json_number(out, *cost);
-  } else {
-    out += "null";
-  }
+  write_number_or_null(out, cost);
   if (decision.edge_engine != EdgeEngine::none) {
     member("edge_engine");
     append_json_string(out, to_string(decision.edge_engine));

@@ -1,7 +1,6 @@
 #include "server/server_metrics.h"
 
 #include <array>
-#include <charconv>
 
 #include "obs/metric_family.h"
 
@@ -25,9 +24,7 @@ const std::string& bounded_method(const std::string& method) {
 void ServerMetrics::count_request(const std::string& route, const std::string& method, int status) {
   static obs::CounterFamily requests("hengshi_http_requests_total", "HTTP requests by route, method and status",
                                      {"route", "method", "status"});
-  char digits[16];
-  const auto end = std::to_chars(digits, digits + sizeof digits, status).ptr;
-  requests.at({route, bounded_method(method), std::string_view(digits, static_cast<std::size_t>(end - digits))}).inc();
+  requests.at({route, bounded_method(method), std::to_string(status)}).inc();
 }
 
 void ServerMetrics::observe_latency(const std::string& route, double seconds) {
