@@ -1,7 +1,14 @@
 #include "cli/make_test_model_command.h"
 
 #include <cstdio>
+#include <fstream>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
 
 #include "edge/edge_engines.h"
 #ifdef HENGSHI_HAVE_LLAMA
@@ -19,7 +26,39 @@ struct MakeTestModelArgs {
   int embedding = 64;
   std::uint64_t seed = 42;
   std::string pooling;  // "", mean, cls, last
+  int feed_forward = 128;
+  int context = 256;
+  int vocab_limit = 0;
+  std::string vocab_corpus;  // a file: JSON lines (every string value) or plain text lines
+  bool f32 = false;
+  bool untied_output = false;
 };
+
+// Every string in a JSON-lines file (text, answer, message contents…), or each line when it is
+// not JSON: the texts whose tokens a cut vocabulary keeps.
+Result<std::vector<std::string>> read_corpus_texts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"invalid_argument", "cannot read --vocab-corpus " + path};
+  std::vector<std::string> texts;
+  std::function<void(const nlohmann::json&)> collect = [&](const nlohmann::json& value) {
+    if (value.is_string()) {
+      texts.push_back(value.get<std::string>());
+    } else if (value.is_structured()) {
+      for (const auto& item : value) collect(item);
+    }
+  };
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) {
+      texts.push_back(line);
+    } else {
+      collect(parsed);
+    }
+  }
+  return texts;
+}
 
 int run_make_test_model(const MakeTestModelArgs& args) {
 #ifdef HENGSHI_HAVE_LLAMA
@@ -28,6 +67,19 @@ int run_make_test_model(const MakeTestModelArgs& args) {
   options.layers = args.layers;
   options.embedding = args.embedding;
   options.seed = args.seed;
+  options.feed_forward = args.feed_forward;
+  options.context_length = args.context;
+  options.vocab_limit = args.vocab_limit;
+  if (!args.vocab_corpus.empty()) {
+    auto texts = read_corpus_texts(args.vocab_corpus);
+    if (!texts) {
+      std::fprintf(stderr, "hengshi make-test-model: %s\n", texts.error().message.c_str());
+      return 2;
+    }
+    options.vocab_corpus = std::move(*texts);
+  }
+  options.f16 = !args.f32;
+  options.untied_output = args.untied_output;
   if (!args.pooling.empty()) options.pooling = args.pooling == "mean" ? 1 : args.pooling == "cls" ? 2 : 3;
   std::string vocab = args.vocab;
   if (vocab.empty()) vocab = edge::default_vocab_dir() + "/ggml-vocab-qwen2.gguf";
@@ -59,6 +111,19 @@ void add_make_test_model_command(CLI::App& app, int& exit_code) {
   command->add_option("--layers", args->layers, "transformer blocks")->check(CLI::Range(1, 64));
   command->add_option("--embedding", args->embedding, "n_embd")->check(CLI::Range(16, 4096));
   command->add_option("--seed", args->seed, "weight seed");
+  command->add_option("--feed-forward", args->feed_forward, "n_ff")->check(CLI::Range(16, 16384));
+  command->add_option("--context", args->context, "training context the model claims")
+      ->check(CLI::Range(16, 32768));
+  command->add_option("--vocab-limit", args->vocab_limit,
+                      "keep the first N tokens of a BPE vocabulary (plus its special tokens); "
+                      "0 = all. A small vocabulary makes a fine-tune fast")
+      ->check(CLI::Range(0, 1 << 24));
+  command->add_option("--vocab-corpus", args->vocab_corpus,
+                      "also keep every token the full vocabulary uses for this file's texts "
+                      "(JSON lines: all string values; else each line), so it tokenizes as before");
+  command->add_flag("--f32", args->f32, "matrices as F32 (what `hengshi finetune` trains)");
+  command->add_flag("--untied-output", args->untied_output,
+                    "a separate output matrix (llama.cpp cannot train token_embd)");
   command->add_option("--pooling", args->pooling,
                       "write a pooling type, as an embedding model has (cache.embedder: llama)")
       ->check(CLI::IsMember({"mean", "cls", "last"}));

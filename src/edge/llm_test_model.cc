@@ -2,6 +2,7 @@
 
 #include <ggml.h>
 #include <gguf.h>
+#include <llama.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +14,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
+
+#include "core/result.h"
+#include "edge/llm_runtime.h"
 
 namespace hengshi::edge {
 namespace {
@@ -70,6 +75,7 @@ std::vector<TensorSpec> tensor_specs(const TestModelOptions& o, std::int64_t voc
   std::vector<TensorSpec> specs;
   specs.push_back({"token_embd.weight", o.embedding, vocab_size, embedding_scale});
   specs.push_back({"output_norm.weight", o.embedding, 1, 0.0f, 1.0f});
+  if (o.untied_output) specs.push_back({"output.weight", o.embedding, vocab_size, embedding_scale});
   for (int layer = 0; layer < o.layers; ++layer) {
     const std::string p = "blk." + std::to_string(layer) + ".";
     specs.push_back({p + "attn_norm.weight", o.embedding, 1, 0.0f, 1.0f});
@@ -90,6 +96,133 @@ std::vector<TensorSpec> tensor_specs(const TestModelOptions& o, std::int64_t voc
   return specs;
 }
 
+// Ids of the tokens llama.cpp's tokenizer (loaded from the vocabulary GGUF alone) gives `texts`.
+Result<std::vector<std::int64_t>> corpus_tokens(const std::string& vocab_path,
+                                                const std::vector<std::string>& texts) {
+  init_llama_once();
+  llama_model_params params = llama_model_default_params();
+  params.vocab_only = true;
+  std::unique_ptr<llama_model, decltype(&llama_model_free)> model(
+      llama_model_load_from_file(vocab_path.c_str(), params), &llama_model_free);
+  if (!model) return Error{"vocab_unreadable", "llama.cpp cannot load the vocabulary " + vocab_path};
+  const llama_vocab* vocab = llama_model_get_vocab(model.get());
+  std::vector<std::int64_t> ids;
+  std::vector<llama_token> tokens;
+  for (const auto& text : texts) {
+    tokens.resize(text.size() + 8);
+    const int n = llama_tokenize(vocab, text.data(), static_cast<std::int32_t>(text.size()),
+                                 tokens.data(), static_cast<std::int32_t>(tokens.size()),
+                                 /*add_special=*/false, /*parse_special=*/false);
+    if (n < 0) return Error{"test_model_options", "cannot tokenize a corpus text"};
+    ids.insert(ids.end(), tokens.begin(), tokens.begin() + n);
+  }
+  return ids;
+}
+
+// Cuts the BPE vocabulary in `out` (tokenizer.* keys copied from the vocabulary GGUF) to the
+// tokens `keep` marks plus the non-normal ones (control, user-defined: <|im_start|> and the
+// like), renumbered in order; keeps the merges whose parts and result survive and remaps every
+// tokenizer.ggml.*_token_id. Returns the new vocabulary size.
+Result<std::int64_t> cut_vocabulary(gguf_context* out, std::int64_t limit,
+                                    const std::vector<std::int64_t>& corpus_ids) {
+  auto fail = [](const std::string& why) { return Error{"test_model_options", why}; };
+  const std::int64_t model_key = gguf_find_key(out, "tokenizer.ggml.model");
+  if (model_key < 0 || std::string_view(gguf_get_val_str(out, model_key)) != "gpt2") {
+    return fail("a vocabulary cut needs a BPE (gpt2-style) vocabulary, such as qwen2's");
+  }
+  const std::int64_t tokens_key = gguf_find_key(out, "tokenizer.ggml.tokens");
+  const std::int64_t types_key = gguf_find_key(out, "tokenizer.ggml.token_type");
+  const std::int64_t merges_key = gguf_find_key(out, "tokenizer.ggml.merges");
+  if (types_key < 0 || merges_key < 0 || gguf_get_arr_type(out, types_key) != GGUF_TYPE_INT32) {
+    return fail("a vocabulary cut needs tokenizer.ggml.token_type (int32) and tokenizer.ggml.merges");
+  }
+  const auto size = static_cast<std::int64_t>(gguf_get_arr_n(out, tokens_key));
+  const auto* types = static_cast<const std::int32_t*>(gguf_get_arr_data(out, types_key));
+  constexpr std::int32_t kNormal = 1;  // llama_token_type LLAMA_TOKEN_TYPE_NORMAL
+
+  std::unordered_map<std::string, std::int64_t> id_of;
+  id_of.reserve(static_cast<std::size_t>(size));
+  for (std::int64_t i = 0; i < size; ++i) {
+    id_of.emplace(gguf_get_arr_str(out, tokens_key, static_cast<std::size_t>(i)), i);
+  }
+  std::vector<char> keep(static_cast<std::size_t>(size), 0);
+  for (std::int64_t i = 0; i < size; ++i) {
+    keep[static_cast<std::size_t>(i)] = i < std::max<std::int64_t>(limit, 256) || types[i] != kNormal;
+  }
+  for (const std::int64_t id : corpus_ids) {
+    if (id >= 0 && id < size) keep[static_cast<std::size_t>(id)] = 1;
+  }
+  // A merge's parts come from earlier merges, so one pass from the last merge back keeps every
+  // token a kept token is built through.
+  const std::size_t merge_count = gguf_get_arr_n(out, merges_key);
+  auto split_merge = [&](std::size_t i) -> std::pair<std::string, std::string> {
+    std::string_view merge = gguf_get_arr_str(out, merges_key, i);
+    const auto space = merge.find(' ', 1);
+    if (space == std::string_view::npos) return {};
+    return {std::string(merge.substr(0, space)), std::string(merge.substr(space + 1))};
+  };
+  for (std::size_t i = merge_count; i-- > 0;) {
+    const auto [left, right] = split_merge(i);
+    const auto result = id_of.find(left + right);
+    if (left.empty() || result == id_of.end() || !keep[static_cast<std::size_t>(result->second)]) {
+      continue;
+    }
+    for (const auto& part : {left, right}) {
+      if (const auto found = id_of.find(part); found != id_of.end()) {
+        keep[static_cast<std::size_t>(found->second)] = 1;
+      }
+    }
+  }
+
+  std::vector<std::int64_t> new_id(static_cast<std::size_t>(size), -1);
+  std::vector<std::string> tokens;
+  std::vector<std::int32_t> kept_types;
+  for (std::int64_t i = 0; i < size; ++i) {
+    if (!keep[static_cast<std::size_t>(i)]) continue;
+    new_id[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(tokens.size());
+    tokens.emplace_back(gguf_get_arr_str(out, tokens_key, static_cast<std::size_t>(i)));
+    kept_types.push_back(types[i]);
+  }
+  auto kept = [&](const std::string& token) {
+    const auto found = id_of.find(token);
+    return found != id_of.end() && keep[static_cast<std::size_t>(found->second)];
+  };
+  std::vector<std::string> merges;
+  for (std::size_t i = 0; i < merge_count; ++i) {
+    const auto [left, right] = split_merge(i);
+    if (!left.empty() && kept(left) && kept(right) && kept(left + right)) {
+      merges.emplace_back(gguf_get_arr_str(out, merges_key, i));
+    }
+  }
+
+  auto set_strings = [out](const char* key, const std::vector<std::string>& values) {
+    std::vector<const char*> pointers;
+    pointers.reserve(values.size());
+    for (const auto& value : values) pointers.push_back(value.c_str());
+    gguf_set_arr_str(out, key, pointers.data(), pointers.size());
+  };
+  set_strings("tokenizer.ggml.tokens", tokens);
+  set_strings("tokenizer.ggml.merges", merges);
+  gguf_set_arr_data(out, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, kept_types.data(),
+                    kept_types.size());
+  gguf_remove_key(out, "tokenizer.ggml.scores");  // BPE does not read them
+
+  for (std::int64_t k = gguf_get_n_kv(out); k-- > 0;) {
+    const std::string key = gguf_get_key(out, k);
+    if (key.rfind("tokenizer.ggml.", 0) != 0 || !key.ends_with("_token_id") ||
+        gguf_get_kv_type(out, k) != GGUF_TYPE_UINT32) {
+      continue;
+    }
+    const std::uint32_t old_id = gguf_get_val_u32(out, k);
+    if (old_id >= new_id.size() || new_id[old_id] < 0) {
+      gguf_remove_key(out, key.c_str());
+    } else {
+      gguf_set_val_u32(out, key.c_str(), static_cast<std::uint32_t>(new_id[old_id]));
+    }
+  }
+  return static_cast<std::int64_t>(tokens.size());
+}
+
 Status validate(const TestModelOptions& o) {
   auto bad = [](const std::string& why) { return Error{"test_model_options", why}; };
   if (o.layers < 1 || o.embedding < 1 || o.heads < 1 || o.kv_heads < 1 || o.feed_forward < 1 ||
@@ -99,6 +232,7 @@ Status validate(const TestModelOptions& o) {
   if (o.embedding % o.heads != 0) return bad("embedding must be a multiple of heads");
   if (o.heads % o.kv_heads != 0) return bad("heads must be a multiple of kv_heads");
   if ((o.embedding / o.heads) % 2 != 0) return bad("head size must be even (RoPE)");
+  if (o.vocab_limit < 0) return bad("vocab_limit must be >= 0");
   return Ok{};
 }
 
@@ -117,7 +251,7 @@ Status make_test_model(const std::string& vocab_path, const std::string& out_pat
   if (tokens_key < 0 || gguf_get_kv_type(vocab.get(), tokens_key) != GGUF_TYPE_ARRAY) {
     return Error{"vocab_unreadable", vocab_path + " has no tokenizer.ggml.tokens array"};
   }
-  const auto vocab_size = static_cast<std::int64_t>(gguf_get_arr_n(vocab.get(), tokens_key));
+  auto vocab_size = static_cast<std::int64_t>(gguf_get_arr_n(vocab.get(), tokens_key));
 
   // Metadata: the vocabulary's tokenizer.* pairs, then the architecture's hyper-parameters.
   GgufPtr out(gguf_init_empty());
@@ -130,6 +264,18 @@ Status make_test_model(const std::string& vocab_path, const std::string& out_pat
     gguf_remove_key(out.get(), "tokenizer.chat_template");
   } else if (gguf_find_key(out.get(), "tokenizer.chat_template") < 0) {
     gguf_set_val_str(out.get(), "tokenizer.chat_template", std::string(kChatMlTemplate).c_str());
+  }
+
+  if (options.vocab_limit > 0 || !options.vocab_corpus.empty()) {
+    std::vector<std::int64_t> corpus_ids;
+    if (!options.vocab_corpus.empty()) {
+      auto ids = corpus_tokens(vocab_path, options.vocab_corpus);
+      if (!ids) return ids.error();
+      corpus_ids = std::move(*ids);
+    }
+    auto cut = cut_vocabulary(out.get(), options.vocab_limit, corpus_ids);
+    if (!cut) return cut.error();
+    vocab_size = *cut;
   }
 
   const std::string& arch = options.architecture;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -32,6 +33,17 @@ struct TestModelOptions {
   // Written as <arch>.pooling_type when >= 0 (1 mean, 2 cls, 3 last): an embedding model, as a
   // GGUF conversion of bge / e5 says how its sentence vector is pooled. -1 = not written.
   int pooling = -1;
+  // A separate output.weight instead of one tied to token_embd. llama.cpp's trainer cannot
+  // train token_embd, so a model meant for `hengshi finetune` needs its own output matrix.
+  bool untied_output = false;
+  // Cut a BPE vocabulary to the first `vocab_limit` tokens (at least the 256 byte tokens) and
+  // every token the full tokenizer uses for the texts of `vocab_corpus`, with the tokens their
+  // merges pass through and the special tokens (moved to the end). The corpus then tokenizes
+  // exactly as with the whole vocabulary; other text falls back to smaller pieces or bytes. The
+  // output layer's cost is linear in the vocabulary: a cut is what makes a fine-tune fit in CI.
+  // Neither set = the whole vocabulary.
+  int vocab_limit = 0;
+  std::vector<std::string> vocab_corpus;
 };
 
 // Reads the tokenizer from `vocab_path` and writes the model to `out_path` (via a temporary file
