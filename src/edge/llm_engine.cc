@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "edge/llm_chat_format.h"
 #include "edge/llm_runtime.h"
 #include "edge/llm_sampling.h"
 #include "obs/metrics.h"
@@ -222,8 +223,6 @@ class PieceChannel {
   std::function<void()> waiter_;
 };
 
-enum class TemplateKind { model, chatml, plain };
-
 std::string file_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
@@ -241,6 +240,12 @@ struct LlmEngine::Impl {
     ggml_threadpool* threadpool = nullptr;
     std::thread thread;
     std::atomic<Job*> current{nullptr};  // read by the abort callback during llama_decode
+    const std::string* adapter = nullptr;  // the adapter set on `context`; null = none
+  };
+  struct Adapter {
+    std::string name;
+    llama_adapter_lora* lora = nullptr;  // freed with the model
+    float scale = 1.0f;
   };
 
   LlmConfig config;
@@ -250,9 +255,8 @@ struct LlmEngine::Impl {
   int context_tokens = 0;
   int threads = 1;
   std::string description;
-  std::string template_text;  // model's template, or "chatml"; empty for plain
-  TemplateKind template_kind = TemplateKind::plain;
-  std::string template_source;
+  ChatFormat chat;
+  std::vector<Adapter> adapters;
   std::vector<std::unique_ptr<Worker>> workers;
 
   std::mutex queue_mutex;
@@ -337,57 +341,26 @@ struct LlmEngine::Impl {
     return piece;
   }
 
-  std::vector<llama_token> tokenize(std::string_view text) const {
-    const auto length = static_cast<std::int32_t>(text.size());
-    int n = -llama_tokenize(vocab, text.data(), length, nullptr, 0, true, true);
-    std::vector<llama_token> tokens(static_cast<std::size_t>(std::max(n, 0)));
-    n = llama_tokenize(vocab, text.data(), length, tokens.data(),
-                       static_cast<std::int32_t>(tokens.size()), true, true);
-    tokens.resize(static_cast<std::size_t>(std::max(n, 0)));
-    // A template that writes BOS itself plus add_bos would give two.
-    const llama_token bos = llama_vocab_bos(vocab);
-    if (tokens.size() >= 2 && tokens[0] == bos && tokens[1] == bos) tokens.erase(tokens.begin());
-    return tokens;
-  }
-
-  std::string apply_template(const char* tmpl, const std::vector<ChatMessage>& messages) const {
-    std::vector<llama_chat_message> chat;
-    chat.reserve(messages.size());
-    std::size_t chars = 0;
-    for (const auto& message : messages) {
-      const char* role = message.role == "system" || message.role == "developer" ? "system"
-                         : message.role == "assistant"                           ? "assistant"
-                                                                                 : "user";
-      chat.push_back({role, message.text.c_str()});
-      chars += message.text.size();
+  // Sets the named adapter (or none) on the worker's context; a no-op when it is already set.
+  Status apply_adapter(Worker& worker, const std::string& name) {
+    const Adapter* wanted = nullptr;
+    if (!name.empty()) {
+      for (const auto& adapter : adapters) {
+        if (adapter.name == name) wanted = &adapter;
+      }
+      if (wanted == nullptr) {
+        return Error{"adapter_unknown", "no edge LLM adapter named \"" + name + "\""};
+      }
     }
-    std::string out(2 * chars + 256, '\0');
-    int n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), true, out.data(),
-                                      static_cast<std::int32_t>(out.size()));
-    if (n > static_cast<int>(out.size())) {
-      out.resize(static_cast<std::size_t>(n));
-      n = llama_chat_apply_template(tmpl, chat.data(), chat.size(), true, out.data(), n);
+    if ((wanted == nullptr ? nullptr : &wanted->name) == worker.adapter) return Ok{};
+    llama_adapter_lora* lora = wanted == nullptr ? nullptr : wanted->lora;
+    float scale = wanted == nullptr ? 0.0f : wanted->scale;
+    if (llama_set_adapters_lora(worker.context, wanted == nullptr ? nullptr : &lora,
+                                wanted == nullptr ? 0 : 1, &scale) != 0) {
+      return Error{"decode_failed", "cannot set the edge LLM adapter \"" + name + "\""};
     }
-    if (n < 0) return {};
-    out.resize(static_cast<std::size_t>(n));
-    return out;
-  }
-
-  std::string format_prompt(const std::vector<ChatMessage>& messages) const {
-    if (template_kind != TemplateKind::plain) {
-      std::string prompt = apply_template(template_text.c_str(), messages);
-      if (!prompt.empty() || messages.empty()) return prompt;
-    }
-    // A neutral transcript for models without a usable template.
-    std::string prompt;
-    for (const auto& message : messages) {
-      const bool system = message.role == "system" || message.role == "developer";
-      prompt += system ? "System: " : message.role == "assistant" ? "Assistant: " : "User: ";
-      prompt += message.text;
-      prompt += "\n";
-    }
-    prompt += "Assistant:";
-    return prompt;
+    worker.adapter = wanted == nullptr ? nullptr : &wanted->name;
+    return Ok{};
   }
 
   Result<Generation> run(Worker& worker, Job& job) {
@@ -403,7 +376,7 @@ struct LlmEngine::Impl {
       return generation;
     }
 
-    auto prompt = tokenize(format_prompt(request.messages));
+    auto prompt = chat.tokenize(chat.render(request.messages));
     const int context = static_cast<int>(llama_n_ctx(worker.context));
     generation.prompt_tokens = static_cast<int>(prompt.size());
     if (prompt.empty()) return Error{"prompt_empty", "the edge prompt tokenised to nothing"};
@@ -414,6 +387,7 @@ struct LlmEngine::Impl {
     const int wanted = request.max_tokens > 0 ? request.max_tokens : config.max_tokens;
     const int max_new = std::max(1, std::min(wanted, context - generation.prompt_tokens));
 
+    if (auto applied = apply_adapter(worker, request.adapter); !applied) return applied.error();
     llama_memory_clear(llama_get_memory(worker.context), /*data=*/false);
     const int batch = static_cast<int>(llama_n_batch(worker.context));
     for (int at = 0; at < generation.prompt_tokens; at += batch) {
@@ -516,6 +490,11 @@ Status LlmConfig::validate() const {
     return Error{"config_invalid", "edge.llm." + field + ": " + why};
   };
   if (model_path.empty()) return bad("model_path", "is empty");
+  for (const auto& adapter : adapters) {
+    if (adapter.name.empty()) return bad("adapters", "an adapter needs a name");
+    if (adapter.path.empty()) return bad("adapters." + adapter.name, "path is empty");
+    if (!(adapter.scale >= 0.0f)) return bad("adapters." + adapter.name, "scale must be >= 0");
+  }
   if (threads < 0) return bad("threads", "must be >= 0");
   if (context_tokens < 0) return bad("context_tokens", "must be >= 0");
   if (max_tokens < 1) return bad("max_tokens", "must be >= 1");
@@ -584,23 +563,20 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
 
   // Chat template: the model's own when llama.cpp knows it, else ChatML when the vocabulary has
   // its special tokens, else a plain transcript.
-  const char* model_template = llama_model_chat_template(impl->model, nullptr);
-  const std::vector<ChatMessage> probe{{"user", "hi"}};
-  if (model_template != nullptr && *model_template != '\0' &&
-      !impl->apply_template(model_template, probe).empty()) {
-    impl->template_text = model_template;
-    impl->template_kind = TemplateKind::model;
-    impl->template_source = "model";
-  } else if (impl->tokenize("<|im_start|>").size() == 1) {
-    impl->template_text = "chatml";
-    impl->template_kind = TemplateKind::chatml;
-    impl->template_source = "chatml (fallback)";
-  } else {
-    impl->template_kind = TemplateKind::plain;
-    impl->template_source = "plain (fallback)";
+  impl->chat = ChatFormat::for_model(impl->model);
+  if (!impl->chat.uses_model_template()) {
+    spdlog::info("edge LLM {}: {} chat template", file_name(path), impl->chat.source());
   }
-  if (impl->template_kind != TemplateKind::model) {
-    spdlog::info("edge LLM {}: {} chat template", file_name(path), impl->template_source);
+
+  for (const auto& adapter : config.adapters) {
+    LlamaLogCapture capture;
+    llama_adapter_lora* lora = llama_adapter_lora_init(impl->model, adapter.path.c_str());
+    if (lora == nullptr) {
+      return Error{"adapter_load_failed", "cannot load edge LLM adapter \"" + adapter.name +
+                                              "\" from " + adapter.path + " for " + path + ": " +
+                                              (capture.text().empty() ? "unknown error" : capture.text())};
+    }
+    impl->adapters.push_back({adapter.name, lora, adapter.scale});
   }
 
   const int train_context = llama_model_n_ctx_train(impl->model);
@@ -646,7 +622,7 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
   }
   spdlog::info("edge LLM loaded: {}, context {} tokens, {} worker(s) x {} thread(s), template {}",
                impl->description, impl->context_tokens, config.workers, impl->threads,
-               impl->template_source);
+               impl->chat.source());
   return std::unique_ptr<LlmEngine>(new LlmEngine(std::move(impl)));
 }
 
@@ -700,16 +676,16 @@ std::vector<ChatMessage> LlmEngine::edge_messages(
 }
 
 std::string LlmEngine::format_prompt(const std::vector<ChatMessage>& messages) const {
-  return impl_->format_prompt(messages);
+  return impl_->chat.render(messages);
 }
 
 std::vector<std::int32_t> LlmEngine::tokenize(std::string_view text) const {
-  return impl_->tokenize(text);
+  return impl_->chat.tokenize(text);
 }
 
 const LlmConfig& LlmEngine::config() const { return impl_->config; }
 const std::string& LlmEngine::model_description() const { return impl_->description; }
-const std::string& LlmEngine::chat_template_source() const { return impl_->template_source; }
+const std::string& LlmEngine::chat_template_source() const { return impl_->chat.source(); }
 int LlmEngine::context_tokens() const { return impl_->context_tokens; }
 int LlmEngine::threads() const { return impl_->threads; }
 int LlmEngine::queue_depth() const {

@@ -29,8 +29,16 @@
 
 namespace hengshi::edge {
 
+// A LoRA adapter GGUF applied on top of the base model to the requests that name it.
+struct LlmAdapterConfig {
+  std::string name;    // what GenerationRequest::adapter names (a task type, say)
+  std::string path;    // the adapter GGUF (`hengshi finetune --output lora` writes adapter.gguf)
+  float scale = 1.0f;  // 0 switches it off, 1 applies the fine-tuned delta as trained
+};
+
 struct LlmConfig {
   std::string model_path;     // a GGUF file
+  std::vector<LlmAdapterConfig> adapters;
   int threads = 0;            // compute threads per generation; 0 = cores / workers (at least 1)
   int context_tokens = 2048;  // per worker (prompt + answer); 0 = the model's training context
   int max_tokens = 256;       // answer length when a request sets none
@@ -51,6 +59,7 @@ struct GenerationRequest {
   int top_k = 40;                     // with temperature > 0
   float top_p = 0.95f;                // with temperature > 0
   std::uint64_t seed = 0;             // with temperature > 0
+  std::string adapter;                // a configured adapter's name; empty = the base model
   Deadline deadline;                  // generation stops at the first token past it
 };
 
@@ -93,9 +102,9 @@ using BlockingPieceSink = std::function<bool(std::string_view piece)>;
 
 class LlmEngine {
  public:
-  // Loads the model and creates the workers. Errors (code, message naming the file):
-  // model_not_found, model_corrupt (not a GGUF / truncated), model_unsupported_architecture,
-  // model_load_failed, context_failed, config_invalid.
+  // Loads the model and its adapters and creates the workers. Errors (code, message naming the
+  // file): model_not_found, model_corrupt (not a GGUF / truncated), model_unsupported_architecture,
+  // model_load_failed, adapter_load_failed, context_failed, config_invalid.
   static Result<std::unique_ptr<LlmEngine>> load(const LlmConfig& config);
   ~LlmEngine();
   LlmEngine(const LlmEngine&) = delete;
@@ -105,7 +114,7 @@ class LlmEngine {
   // executor of the awaiting coroutine; the coroutine resumes with the whole answer.
   // `cancel` must belong to the caller's strand (see CancelToken); firing it stops generation
   // within one token. Errors: edge_llm_busy (queue full), prompt_too_long, prompt_empty,
-  // decode_failed, edge_llm_stopped.
+  // adapter_unknown, decode_failed, edge_llm_stopped.
   awaitable<Result<Generation>> generate(GenerationRequest request, PieceSink on_piece,
                                          CancelToken cancel);
 

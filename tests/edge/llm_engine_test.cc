@@ -551,6 +551,58 @@ TEST_F(LlmEngineTest, ModelWithoutTemplateFallsBackToChatMl) {
             std::string::npos);
 }
 
+TEST_F(LlmEngineTest, CutVocabularyTokenizesItsCorpusAsTheWholeOne) {
+  const std::string corpus = "退款什么时候到账？Refunds arrive in 1–3 business days.";
+  const auto path = (dir() / "cut.gguf").string();
+  TestModelOptions options;
+  options.vocab_corpus = {corpus};
+  options.untied_output = true;
+  ASSERT_TRUE(make_test_model(vocab_file("ggml-vocab-qwen2.gguf"), path, options).ok());
+  EXPECT_LT(fs::file_size(path), fs::file_size(model()) / 10);  // 151k tokens → a few hundred
+  auto cfg = config();
+  cfg.model_path = path;
+  auto cut = load(cfg);
+  auto whole = load(config());
+  ASSERT_TRUE(cut && whole);
+  // The corpus tokenizes to as many tokens, special tokens still parse as one, and text the cut
+  // dropped falls back to smaller pieces.
+  EXPECT_EQ(cut->tokenize(corpus).size(), whole->tokenize(corpus).size());
+  EXPECT_EQ(cut->tokenize("<|im_start|>").size(), 1u);
+  const std::string other = "Quantum chromodynamics";
+  EXPECT_GT(cut->tokenize(other).size(), whole->tokenize(other).size());
+  auto g = cut->generate_blocking(request(8));
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_GT(g->completion_tokens, 0);
+
+  TestModelOptions spm;
+  spm.vocab_limit = 1000;
+  auto refused = make_test_model(vocab_file("ggml-vocab-llama-spm.gguf"), (dir() / "x.gguf").string(), spm);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("BPE"), std::string::npos);
+}
+
+TEST_F(LlmEngineTest, AdaptersAreCheckedAtLoadAndByName) {
+  auto cfg = config();
+  cfg.adapters = {{"faq", model(), 1.0f}};  // a model, not an adapter
+  auto refused = LlmEngine::load(cfg);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, "adapter_load_failed");
+  EXPECT_NE(refused.error().message.find("\"faq\""), std::string::npos) << refused.error().message;
+
+  cfg.adapters = {{"", model(), 1.0f}};
+  EXPECT_EQ(LlmEngine::load(cfg).error().code, "config_invalid");
+
+  auto engine = load(config());
+  ASSERT_TRUE(engine);
+  auto r = request(4);
+  r.adapter = "billing";
+  auto g = engine->generate_blocking(r);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().code, "adapter_unknown");
+  // The worker still serves the base afterwards.
+  EXPECT_TRUE(engine->generate_blocking(request(4)).ok());
+}
+
 }  // namespace
 }  // namespace hengshi::edge
 
