@@ -200,33 +200,6 @@ double accuracy_of(const IntentModel& model, const std::vector<PreparedRow>& row
   return static_cast<double>(correct) / static_cast<double>(indices.size());
 }
 
-std::string utc_timestamp(bool compact) {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, compact ? "%Y%m%dT%H%M%SZ" : "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
-Status write_json(const std::filesystem::path& path, const nlohmann::json& json) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << json.dump(2) << "\n";
-  out.close();
-  if (!out) return Error{"io_error", path.string() + ": cannot write"};
-  return Ok{};
-}
-
-
-// Removes the staging folder on every early return.
-struct StagingGuard {
-  std::filesystem::path path;
-  ~StagingGuard() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-};
-
 // The features the out-of-scope score combines, kept by their measured AUROC on banking77 with
 // held-out intents and on KUAKE-QIC's own __oos__ (DESIGN-NOTES.md, "out-of-scope score").
 const std::vector<OosFeature>& kept_oos_features() {
@@ -508,15 +481,10 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
 
   // Staging folder next to the target so the final rename stays on one file system.
   const std::filesystem::path target = std::filesystem::absolute(options.out_dir);
+  StagingDirectory staging(target);
+  if (Status s = staging.create(); !s) return s.error();
   std::error_code ec;
-  std::filesystem::create_directories(target.parent_path(), ec);
-  StagingGuard staging{target.parent_path() / ("." + target.filename().string() + ".staging-" +
-                                               std::to_string(static_cast<long>(::getpid())))};
-  std::filesystem::remove_all(staging.path, ec);
-  if (!std::filesystem::create_directories(staging.path, ec)) {
-    return Error{"io_error", staging.path.string() + ": cannot create: " + ec.message()};
-  }
-  const std::filesystem::path train_file = staging.path / "train.txt";
+  const std::filesystem::path train_file = staging.path() / "train.txt";
 
   // Hyper-parameter search on a validation split of the training part.
   const int fasttext_seed = static_cast<int>(options.seed % 1000003);
@@ -600,7 +568,7 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
       }
       folds[0] = std::move(remaining);
     }
-    const std::filesystem::path fold_file = staging.path / "fold.txt";
+    const std::filesystem::path fold_file = staging.path() / "fold.txt";
     for (const std::vector<std::size_t>& fold : folds) {
       if (fold.empty()) continue;
       const std::set<std::size_t> out_of_fold(fold.begin(), fold.end());
@@ -655,12 +623,12 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
   if (options.oos_score) {
     oos_scorer = fit_oos_score(options, rows, train_part, holdout_part, in_scope, chosen, *model,
                                report.calibration.calibrator,
-                               staging.path / "oos-aux.txt", rng, report.warnings);
+                               staging.path() / "oos-aux.txt", rng, report.warnings);
   }
 
   // Files.
   report.model_file = options.quantize ? "model.ftz" : "model.bin";
-  if (Status s = model->save(staging.path / report.model_file); !s) return s.error();
+  if (Status s = model->save(staging.path() / report.model_file); !s) return s.error();
 
   nlohmann::json labels_json = nlohmann::json::array();
   for (const std::string& label : model->labels()) {
@@ -682,13 +650,13 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
       {"calibration.json", calibration_json},
   };
   for (const auto& [name, json] : json_files) {
-    if (Status s = write_json(staging.path / name, json); !s) return s.error();
+    if (Status s = write_json(staging.path() / name, json); !s) return s.error();
   }
 
   std::vector<std::string> file_names = {report.model_file, "labels.json", "answers.json",
                                          "normalizer.json", "calibration.json"};
   if (oos_scorer) {
-    if (Status s = oos_scorer->save(staging.path); !s) return s.error();
+    if (Status s = oos_scorer->save(staging.path()); !s) return s.error();
     file_names.emplace_back(kOosScoreFile);
     file_names.emplace_back(kOosNeighboursFile);
     report.oos_score = true;
@@ -699,7 +667,7 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
   manifest.created_at = utc_timestamp(false);
   manifest.model_file = report.model_file;
   for (const std::string& name : file_names) {
-    auto file = describe_file(staging.path, name);
+    auto file = describe_file(staging.path(), name);
     if (!file) return file.error();
     manifest.files.push_back(std::move(file.value()));
   }
@@ -771,10 +739,10 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
                                   {"assumed_oos_share", oos_scorer->assumed_oos_share()},
                                   {"auroc", report.oos_fit.value("auroc", nlohmann::json())}}
                  : nlohmann::json{{"file", nullptr}};
-  if (Status s = write_manifest(staging.path, manifest); !s) return s.error();
+  if (Status s = write_manifest(staging.path(), manifest); !s) return s.error();
 
-  if (Status s = replace_model_directory(staging.path, target); !s) return s.error();
-  staging.path.clear();
+  if (Status s = replace_model_directory(staging.path(), target); !s) return s.error();
+  staging.release();
   report.out_dir = target;
   report.total_seconds = seconds_since(started);
   report.total_cpu_seconds = process_cpu_seconds() - cpu_started;

@@ -1,5 +1,10 @@
 #include "edge/model_manifest.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+
 #include <xxhash.h>
 
 #include <algorithm>
@@ -71,7 +76,8 @@ nlohmann::json ModelManifest::to_json() const {
 }
 
 Result<ModelManifest> ModelManifest::from_json(const nlohmann::json& json,
-                                               std::string_view source) {
+                                               std::string_view source,
+                                               ManifestFormat expected) {
   const std::filesystem::path file(source);
   if (!json.is_object()) return Error{"model_invalid", file.string() + ": not a JSON object"};
   ModelManifest manifest;
@@ -86,20 +92,20 @@ Result<ModelManifest> ModelManifest::from_json(const nlohmann::json& json,
   };
 
   if (Status s = string_field("format", manifest.format); !s) return s.error();
-  if (manifest.format != kIntentModelFormat) {
+  if (manifest.format != expected.name) {
     return invalid(
         file, "format",
-        "is \"" + manifest.format + "\", expected \"" + std::string(kIntentModelFormat) + "\"");
+        "is \"" + manifest.format + "\", expected \"" + std::string(expected.name) + "\"");
   }
   const auto version = json.find("format_version");
   if (version == json.end() || !version->is_number_integer()) {
     return invalid(file, "format_version", "missing or not an integer");
   }
   manifest.format_version = version->get<int>();
-  if (manifest.format_version != kIntentModelFormatVersion) {
+  if (manifest.format_version != expected.version) {
     return invalid(file, "format_version",
                    "is " + std::to_string(manifest.format_version) + ", this build reads " +
-                       std::to_string(kIntentModelFormatVersion) + " (retrain the model)");
+                       std::to_string(expected.version) + " (retrain the model)");
   }
   if (Status s = string_field("model_version", manifest.model_version); !s) return s.error();
   if (Status s = string_field("model_file", manifest.model_file); !s) return s.error();
@@ -149,16 +155,18 @@ Status write_manifest(const std::filesystem::path& dir, const ModelManifest& man
   return Ok{};
 }
 
-Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir) {
+Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir,
+                                             ManifestFormat expected) {
   const std::filesystem::path path = dir / kManifestFileName;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return Error{"model_invalid",
-                 path.string() + ": missing (not a hengshi intent model directory?)"};
+                 path.string() + ": missing (not a " + std::string(expected.name) +
+                     " model directory?)"};
   }
   nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return Error{"model_invalid", path.string() + ": invalid JSON"};
-  auto manifest = ModelManifest::from_json(json, path.string());
+  auto manifest = ModelManifest::from_json(json, path.string(), expected);
   if (!manifest) return manifest.error();
 
   for (std::size_t i = 0; i < manifest->files.size(); ++i) {
@@ -197,6 +205,42 @@ Status replace_model_directory(const std::filesystem::path& staging, const std::
   std::filesystem::rename(staging, target, ec);
   if (ec)
     return Error{"io_error", target.string() + ": cannot move model into place: " + ec.message()};
+  return Ok{};
+}
+
+std::string utc_timestamp(bool compact) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, compact ? "%Y%m%dT%H%M%SZ" : "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+Status write_json(const std::filesystem::path& path, const nlohmann::json& json) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << json.dump(2) << "\n";
+  out.close();
+  if (!out) return Error{"io_error", path.string() + ": cannot write"};
+  return Ok{};
+}
+
+StagingDirectory::StagingDirectory(const std::filesystem::path& target)
+    : path_(target.parent_path() / ("." + target.filename().string() + ".staging-" +
+                                    std::to_string(static_cast<long>(::getpid())))) {}
+
+StagingDirectory::~StagingDirectory() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+Status StagingDirectory::create() {
+  std::error_code ec;
+  std::filesystem::create_directories(path_.parent_path(), ec);
+  std::filesystem::remove_all(path_, ec);
+  if (!std::filesystem::create_directories(path_, ec)) {
+    return Error{"io_error", path_.string() + ": cannot create: " + ec.message()};
+  }
   return Ok{};
 }
 

@@ -17,6 +17,17 @@ namespace hengshi::edge {
 
 inline constexpr std::string_view kIntentModelFormat = "hengshi-intent";
 inline constexpr int kIntentModelFormatVersion = 1;
+// A fine-tuned edge LLM directory (`hengshi finetune`): a full model or a LoRA adapter.
+inline constexpr std::string_view kEdgeLlmFormat = "hengshi-edge-llm";
+inline constexpr int kEdgeLlmFormatVersion = 1;
+
+// Which kind of directory a reader expects.
+struct ManifestFormat {
+  std::string_view name = kIntentModelFormat;
+  int version = kIntentModelFormatVersion;
+};
+inline constexpr ManifestFormat kIntentManifest{kIntentModelFormat, kIntentModelFormatVersion};
+inline constexpr ManifestFormat kEdgeLlmManifest{kEdgeLlmFormat, kEdgeLlmFormatVersion};
 inline constexpr std::string_view kManifestFileName = "manifest.json";
 
 struct ManifestFile {
@@ -39,7 +50,8 @@ struct ModelManifest {
 
   nlohmann::json to_json() const;
   // Checks format, format_version and the required fields; `source` names the file in errors.
-  static Result<ModelManifest> from_json(const nlohmann::json& json, std::string_view source);
+  static Result<ModelManifest> from_json(const nlohmann::json& json, std::string_view source,
+                                         ManifestFormat expected = kIntentManifest);
 };
 
 // xxh64 (seed 0) of a file's bytes as 16 lowercase hex digits, and its size.
@@ -51,7 +63,30 @@ Status write_manifest(const std::filesystem::path& dir, const ModelManifest& man
 
 // Reads dir/manifest.json, checks its format and version, then checks that every listed file
 // exists with the listed size and hash. Errors (code "model_invalid") name the file and field.
-Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir);
+Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir,
+                                             ManifestFormat expected = kIntentManifest);
+
+// "20261202T031500Z" (compact) or "2026-12-02T03:15:00Z": model versions and created_at.
+std::string utc_timestamp(bool compact);
+
+// Writes `json` pretty-printed with a final newline. Errors: io_error naming the file.
+Status write_json(const std::filesystem::path& path, const nlohmann::json& json);
+
+// The trainers' staging folder: a hidden sibling of the target (the final rename stays on one
+// file system), removed on every early return unless release()d after the rename.
+class StagingDirectory {
+ public:
+  explicit StagingDirectory(const std::filesystem::path& target);
+  ~StagingDirectory();
+  StagingDirectory(const StagingDirectory&) = delete;
+  StagingDirectory& operator=(const StagingDirectory&) = delete;
+  Status create();  // empties and creates it; io_error when it cannot
+  const std::filesystem::path& path() const { return path_; }
+  void release() { path_.clear(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Renames `staging` to `target` for the trainers' atomic writes. An existing `target` is removed
 // first only when it is empty or a model directory (it has a manifest.json); anything else is
