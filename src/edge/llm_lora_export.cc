@@ -1,0 +1,110 @@
+#include "edge/llm_lora_export.h"
+
+#include <ggml.h>
+#include <gguf.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "edge/lora_delta.h"
+
+namespace hengshi::edge {
+namespace {
+
+struct LoadedGguf {
+  gguf_context* gguf = nullptr;
+  ggml_context* tensors = nullptr;
+  ~LoadedGguf() {
+    if (gguf != nullptr) gguf_free(gguf);
+    if (tensors != nullptr) ggml_free(tensors);
+  }
+};
+
+Error failed(const std::string& why) { return Error{"lora_export_failed", why}; }
+
+Status load(const std::string& path, LoadedGguf& out) {
+  out.gguf = gguf_init_from_file(path.c_str(), {/*no_alloc=*/false, &out.tensors});
+  if (out.gguf == nullptr) return failed("cannot read " + path + " as GGUF");
+  return Ok{};
+}
+
+}  // namespace
+
+Result<LoraExportReport> export_lora_adapter(const std::string& base_path,
+                                             const std::string& tuned_path,
+                                             const std::string& out_path, int rank) {
+  if (rank < 1) return failed("the adapter's rank must be >= 1");
+  LoadedGguf base;
+  LoadedGguf tuned;
+  if (auto s = load(base_path, base); !s) return s.error();
+  if (auto s = load(tuned_path, tuned); !s) return s.error();
+  const std::int64_t arch_key = gguf_find_key(tuned.gguf, "general.architecture");
+  if (arch_key < 0) return failed(tuned_path + " has no general.architecture");
+
+  std::unique_ptr<gguf_context, decltype(&gguf_free)> out(gguf_init_empty(), &gguf_free);
+  gguf_set_val_str(out.get(), "general.architecture", gguf_get_val_str(tuned.gguf, arch_key));
+  gguf_set_val_str(out.get(), "general.type", "adapter");
+  gguf_set_val_str(out.get(), "general.name", "hengshi finetune LoRA");
+  gguf_set_val_str(out.get(), "adapter.type", "lora");
+  gguf_set_val_f32(out.get(), "adapter.lora.alpha", static_cast<float>(rank));
+
+  // First pass: the factors (kept until the file is written, as gguf references their data).
+  struct Pair {
+    std::string name;
+    std::int64_t rows, cols;
+    LowRankDelta delta;
+  };
+  std::vector<Pair> pairs;
+  LoraExportReport report;
+  for (ggml_tensor* t = ggml_get_first_tensor(tuned.tensors); t != nullptr;
+       t = ggml_get_next_tensor(tuned.tensors, t)) {
+    if (t->type != GGML_TYPE_F32 || ggml_n_dims(t) != 2) continue;
+    ggml_tensor* b = ggml_get_tensor(base.tensors, t->name);
+    if (b == nullptr || b->type != GGML_TYPE_F32 || !ggml_are_same_shape(t, b)) {
+      return failed(std::string("tensor ") + t->name + " is not an F32 matrix of the same shape in " +
+                    base_path);
+    }
+    const auto count = static_cast<std::size_t>(ggml_nelements(t));
+    if (std::memcmp(t->data, b->data, count * sizeof(float)) == 0) continue;  // not trained
+    const std::span<const float> after(static_cast<const float*>(t->data), count);
+    const std::span<const float> before(static_cast<const float*>(b->data), count);
+    pairs.push_back({t->name, t->ne[1], t->ne[0],
+                     low_rank_delta(after, before, static_cast<std::size_t>(t->ne[1]),
+                                    static_cast<std::size_t>(t->ne[0]), rank)});
+  }
+  if (pairs.empty()) return failed(tuned_path + " has no matrix that differs from " + base_path);
+
+  std::size_t bytes = 1024;
+  for (const auto& pair : pairs) {
+    bytes += 2 * ggml_tensor_overhead() + (pair.delta.a.size() + pair.delta.b.size()) * 4 + 128;
+  }
+  std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(
+      ggml_init({bytes, nullptr, /*no_alloc=*/false}), &ggml_free);
+  if (!ctx) return failed("cannot allocate " + std::to_string(bytes) + " B for the adapter");
+  double error_sum = 0;
+  for (const auto& pair : pairs) {
+    const int r = pair.delta.rank;
+    ggml_tensor* a = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, pair.cols, r);
+    ggml_tensor* b = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, r, pair.rows);
+    ggml_set_name(a, (pair.name + ".lora_a").c_str());
+    ggml_set_name(b, (pair.name + ".lora_b").c_str());
+    std::copy(pair.delta.a.begin(), pair.delta.a.end(), static_cast<float*>(a->data));
+    std::copy(pair.delta.b.begin(), pair.delta.b.end(), static_cast<float*>(b->data));
+    gguf_add_tensor(out.get(), a);
+    gguf_add_tensor(out.get(), b);
+    report.worst_relative_error = std::max(report.worst_relative_error, pair.delta.relative_error);
+    error_sum += pair.delta.relative_error;
+    report.rank = std::max(report.rank, r);
+  }
+  report.tensors = static_cast<int>(pairs.size());
+  report.mean_relative_error = error_sum / static_cast<double>(pairs.size());
+  if (!gguf_write_to_file(out.get(), out_path.c_str(), /*only_meta=*/false)) {
+    return failed("cannot write " + out_path);
+  }
+  return report;
+}
+
+}  // namespace hengshi::edge
