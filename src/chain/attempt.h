@@ -32,6 +32,7 @@ struct Answer {
   cloud::ReplyBody upstream_body;  // a cloud JSON reply, passed through with our metadata added
   bool pieces_carry_finish = false;  // a cloud stream: the upstream's own chunks had role/finish
   std::string model;
+  std::string edge_model;            // the edge LLM's base and adapter versions (ResponseMeta)
   std::string upstream;              // pool member; "" for the edge and canned replies
   std::string pool;                  // "cloud-small" / "cloud-large"; "edge"; "" canned
   double cost = 0.0;                 // billed: this attempt (incl. a verification call)

@@ -164,6 +164,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
         meta.answered_by = std::string(to_string(step.source));
         meta.answer_kind = answer_kind(step.source);
         meta.model = answer.model;
+        meta.edge_model = answer.edge_model;
         meta.upstream = answer.upstream;
         meta.cost = answer.cost;
         ChainMetrics::count_answer(to_string(step.level), to_string(*meta.answer_kind));

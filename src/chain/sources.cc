@@ -193,6 +193,10 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequ
   generation.top_p = static_cast<float>(chat.top_p.value_or(0.95));
   generation.seed = static_cast<std::uint64_t>(chat.seed.value_or(0));
   generation.deadline = request.deadline;
+  // A task type with its own fine-tuned adapter generates with it.
+  const std::string& task_type = chat.hengshi.task_type;
+  if (!task_type.empty() && engine_.has_adapter(task_type)) generation.adapter = task_type;
+  std::string edge_model = engine_.model_label(generation.adapter);
 
   const bool streamed = static_cast<bool>(sink);
   const auto started = Clock::now();
@@ -208,6 +212,7 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequ
   answer.finish_reason = generated.finish_reason == edge::FinishReason::stop ? "stop" : "length";
   answer.usage = {generated.prompt_tokens, generated.completion_tokens};
   answer.model = model_id_;
+  answer.edge_model = std::move(edge_model);
   answer.pool = "edge";
   answer.source_time = since(started);
   answer.ttft = generated.first_piece;

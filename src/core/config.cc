@@ -257,7 +257,7 @@ void apply(const YAML::Node& root, Config& config) {
     if (const YAML::Node llm = edge["llm"]) {
       reject_unknown(llm, "edge.llm",
                      {"model_path", "threads", "context_tokens", "max_tokens", "workers", "max_queue",
-                      "summary_turns", "summary_chars"});
+                      "summary_turns", "summary_chars", "adapters"});
       EdgeLlmConfig& l = config.edge.llm;
       read(llm, "edge.llm", "model_path", l.model_path);
       read(llm, "edge.llm", "threads", l.threads);
@@ -267,6 +267,30 @@ void apply(const YAML::Node& root, Config& config) {
       read(llm, "edge.llm", "max_queue", l.max_queue);
       read(llm, "edge.llm", "summary_turns", l.summary_turns);
       read(llm, "edge.llm", "summary_chars", l.summary_chars);
+      if (const YAML::Node adapters = llm["adapters"]) {
+        if (!adapters.IsMap()) {
+          throw FieldError{"edge.llm.adapters", "must map task types to adapter directories"};
+        }
+        for (const auto& entry : adapters) {
+          const std::string task = entry.first.as<std::string>();
+          const std::string field = "edge.llm.adapters." + task;
+          EdgeAdapterConfig adapter;
+          if (entry.second.IsScalar()) {
+            adapter.dir = entry.second.as<std::string>();
+          } else if (entry.second.IsMap()) {
+            reject_unknown(entry.second, field, {"dir", "scale"});
+            read(entry.second, field, "dir", adapter.dir);
+            read(entry.second, field, "scale", adapter.scale);
+          } else {
+            throw FieldError{field, "must be a directory or {dir, scale}"};
+          }
+          if (adapter.dir.empty()) throw FieldError{field + ".dir", "is empty"};
+          if (!(adapter.scale >= 0.0 && adapter.scale <= 4.0)) {
+            throw FieldError{field + ".scale", "must be in [0, 4]"};
+          }
+          l.adapters[task] = adapter;
+        }
+      }
     }
   }
   if (const YAML::Node log = root["log"]) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -99,8 +100,18 @@ struct RoutingConfig {
 // The edge engines (src/edge/). Paths are relative to the working directory. Either may be off
 // (""): a request pinned to an engine that is off gets 503 edge_unavailable. An engine that is
 // configured but cannot load leaves the gateway cloud-only, or stops it with edge.required.
+// A LoRA adapter directory written by `hengshi finetune --output lora`, applied to the requests
+// of one task type.
+struct EdgeAdapterConfig {
+  std::string dir;
+  double scale = 1.0;  // 0 = off; 1 = as trained
+};
+
 struct EdgeLlmConfig {
   std::string model_path;         // a GGUF file; "" = no edge LLM
+  // task type → adapter: `adapters: {faq: DIR}` or `{faq: {dir: DIR, scale: 0.8}}`. Each is
+  // checked against its manifest (files, and the base model it was trained on) at load.
+  std::map<std::string, EdgeAdapterConfig> adapters;
   int threads = 1;                // compute threads per generation (1 is best on small boxes)
   int context_tokens = 2048;      // per worker (prompt + answer)
   int max_tokens = 256;           // answer length when a request sets none

@@ -57,6 +57,7 @@ json ResponseMeta::to_json(bool with_figures) const {
   if (cache_similarity) out["cache_similarity"] = *cache_similarity;
   if (!cache_entry.empty()) out["cache_entry"] = cache_entry;
   if (decision.edge_engine != EdgeEngine::none) out["edge_engine"] = to_string(decision.edge_engine);
+  if (!edge_model.empty()) out["edge_model"] = edge_model;
   if (decision.intent_confidence) out["intent_confidence"] = *decision.intent_confidence;
   if (decision.in_scope) out["in_scope"] = *decision.in_scope;
   if (with_figures) {
@@ -129,6 +130,10 @@ std::string ResponseMeta::to_json_text(bool with_figures) const {
   if (decision.edge_engine != EdgeEngine::none) {
     member("edge_engine");
     append_json_string(out, to_string(decision.edge_engine));
+  }
+  if (!edge_model.empty()) {
+    member("edge_model");
+    append_json_string(out, edge_model);
   }
   member("fallback_type");
   write_string_or_null(out, to_string(decision.fallback_type));

@@ -48,6 +48,8 @@ struct ResponseMeta {
   std::vector<HopRecord> hops;   // the levels walked, in order
   std::int64_t overhead_us = 0;  // time spent in the gateway itself, upstream time excluded
   std::string model;             // model that produced the answer
+  // The edge LLM that answered: "<base file>" or "<base file>+<adapter>@<adapter version>".
+  std::string edge_model;
   std::string upstream;          // pool member that answered, empty for the edge
   std::optional<double> cost;    // in the configured price unit, when tokens are known
   std::string key;               // NAME of the client key that sent it (never the key); "" = auth off

@@ -1,5 +1,9 @@
 #include "edge/edge_engines.h"
 
+#include <filesystem>
+
+#include "edge/model_manifest.h"
+
 namespace hengshi::edge {
 
 #ifndef HENGSHI_HAVE_LLAMA
@@ -21,6 +25,8 @@ const LlmConfig& LlmEngine::config() const {
   return none;
 }
 int LlmEngine::context_tokens() const { return 0; }
+bool LlmEngine::has_adapter(const std::string&) const { return false; }
+std::string LlmEngine::model_label(const std::string&) const { return {}; }
 #endif
 
 std::string EdgeEngines::intent_model_id() const {
@@ -42,6 +48,32 @@ bool llm_engine_available() {
 #endif
 }
 
+#ifdef HENGSHI_HAVE_LLAMA
+// An adapter directory as `hengshi finetune --output lora` wrote it: its files match the
+// manifest, and it was trained on the configured base model (by hash), so a stale or foreign
+// adapter is refused instead of silently producing another model's answers.
+Result<LlmAdapterConfig> checked_adapter(const std::string& task, const EdgeAdapterConfig& adapter,
+                                         const std::string& base_path) {
+  const std::string field = "edge.llm.adapters." + task;
+  auto manifest = load_verified_manifest(adapter.dir, kEdgeLlmManifest);
+  if (!manifest) return Error{manifest.error().code, field + ": " + manifest.error().message};
+  if (manifest->training.value("kind", "") != "lora") {
+    return Error{"model_invalid", field + ": " + adapter.dir + " holds a full model, not a LoRA adapter"};
+  }
+  const std::filesystem::path base(base_path);
+  auto base_file = describe_file(base.parent_path().empty() ? std::filesystem::path(".") : base.parent_path(),
+                                 base.filename().string());
+  if (!base_file) return Error{base_file.error().code, field + ": " + base_file.error().message};
+  const std::string trained_on = manifest->training.value("base_xxh64", "");
+  if (trained_on != base_file->xxh64) {
+    return Error{"model_invalid", field + ": " + adapter.dir + " was trained on a base with xxh64 " +
+                                      trained_on + ", not " + base_path + " (" + base_file->xxh64 + ")"};
+  }
+  return LlmAdapterConfig{task, (std::filesystem::path(adapter.dir) / manifest->model_file).string(),
+                          static_cast<float>(adapter.scale), manifest->model_version};
+}
+#endif
+
 Result<EdgeEngines> load_edge_engines(const EdgeConfig& config) {
   EdgeEngines engines;
   if (!config.intent_model.empty()) {
@@ -62,6 +94,11 @@ Result<EdgeEngines> load_edge_engines(const EdgeConfig& config) {
     llm_config.max_queue = config.llm.max_queue;
     llm_config.summary_turns = config.llm.summary_turns;
     llm_config.summary_chars = config.llm.summary_chars;
+    for (const auto& [task, adapter] : config.llm.adapters) {
+      auto checked = checked_adapter(task, adapter, config.llm.model_path);
+      if (!checked) return checked.error();
+      llm_config.adapters.push_back(std::move(*checked));
+    }
     auto llm = LlmEngine::load(llm_config);
     if (!llm) return Error{llm.error().code, "edge.llm.model_path: " + llm.error().message};
     engines.llm = std::move(*llm);

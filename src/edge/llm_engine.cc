@@ -620,6 +620,18 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
     Impl::Worker* w = worker.get();
     worker->thread = std::thread([engine, w] { engine->worker_loop(*w); });
   }
+  // Which model versions serve, as an info metric (value 1): the base file, and per adapter its
+  // task type and manifest version.
+  obs::Registry::global()
+      .gauge("hengshi_edge_llm_model_info", "Edge LLM serving: base model file and adapters",
+             {{"model", file_name(path)}, {"adapter", ""}, {"version", ""}})
+      .set(1);
+  for (const auto& adapter : config.adapters) {
+    obs::Registry::global()
+        .gauge("hengshi_edge_llm_model_info", "Edge LLM serving: base model file and adapters",
+               {{"model", file_name(path)}, {"adapter", adapter.name}, {"version", adapter.version}})
+        .set(1);
+  }
   spdlog::info("edge LLM loaded: {}, context {} tokens, {} worker(s) x {} thread(s), template {}",
                impl->description, impl->context_tokens, config.workers, impl->threads,
                impl->chat.source());
@@ -681,6 +693,21 @@ std::string LlmEngine::format_prompt(const std::vector<ChatMessage>& messages) c
 
 std::vector<std::int32_t> LlmEngine::tokenize(std::string_view text) const {
   return impl_->chat.tokenize(text);
+}
+
+bool LlmEngine::has_adapter(const std::string& name) const {
+  return std::any_of(impl_->adapters.begin(), impl_->adapters.end(),
+                     [&name](const auto& adapter) { return adapter.name == name; });
+}
+
+std::string LlmEngine::model_label(const std::string& adapter) const {
+  std::string label = file_name(impl_->config.model_path);
+  for (const auto& configured : impl_->config.adapters) {
+    if (configured.name == adapter) {
+      label += "+" + adapter + (configured.version.empty() ? "" : "@" + configured.version);
+    }
+  }
+  return label;
 }
 
 const LlmConfig& LlmEngine::config() const { return impl_->config; }

@@ -34,6 +34,7 @@ struct LlmAdapterConfig {
   std::string name;    // what GenerationRequest::adapter names (a task type, say)
   std::string path;    // the adapter GGUF (`hengshi finetune --output lora` writes adapter.gguf)
   float scale = 1.0f;  // 0 switches it off, 1 applies the fine-tuned delta as trained
+  std::string version;  // its manifest's model_version, shown in the response metadata
 };
 
 struct LlmConfig {
@@ -125,6 +126,10 @@ class LlmEngine {
 
   // The edge prompt for a conversation: system + a summary of the last summary_turns turns.
   std::vector<ChatMessage> edge_messages(const std::vector<ChatMessage>& conversation) const;
+  bool has_adapter(const std::string& name) const;
+  // What answered, for the metadata and the log: "<model file>" or
+  // "<model file>+<adapter>@<adapter version>".
+  std::string model_label(const std::string& adapter) const;
   // The prompt text the model sees for `messages` (chat template applied).
   std::string format_prompt(const std::vector<ChatMessage>& messages) const;
   // Token ids of `text` as the model tokenises a prompt (special tokens parsed).

@@ -254,5 +254,34 @@ TEST(ConfigTest, LoadsFromFile) {
   std::remove(path.c_str());
 }
 
+TEST(ConfigEdgeAdaptersTest, TaskTypesMapToAdapterDirectories) {
+  auto config = load_config_text(R"(
+edge:
+  llm:
+    model_path: base.gguf
+    adapters:
+      faq: models/faq-lora
+      billing: {dir: models/billing-lora, scale: 0.5}
+)", "adapters.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const auto& adapters = config->edge.llm.adapters;
+  ASSERT_EQ(adapters.size(), 2u);
+  EXPECT_EQ(adapters.at("faq").dir, "models/faq-lora");
+  EXPECT_DOUBLE_EQ(adapters.at("faq").scale, 1.0);
+  EXPECT_EQ(adapters.at("billing").dir, "models/billing-lora");
+  EXPECT_DOUBLE_EQ(adapters.at("billing").scale, 0.5);
+
+  for (const auto& [yaml, field] : std::vector<std::pair<std::string, std::string>>{
+           {"edge: {llm: {adapters: [a, b]}}", "edge.llm.adapters"},
+           {"edge: {llm: {adapters: {faq: {dir: x, scale: -1}}}}", "edge.llm.adapters.faq.scale"},
+           {"edge: {llm: {adapters: {faq: {dir: x, rank: 2}}}}", "rank"},
+           {"edge: {llm: {adapters: {faq: {scale: 1}}}}", "edge.llm.adapters.faq.dir"},
+       }) {
+    auto bad = load_config_text(yaml, "bad.yaml");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.error().message.find(field), std::string::npos) << bad.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace hengshi
