@@ -1,14 +1,8 @@
 #include "cli/make_test_model_command.h"
 
 #include <cstdio>
-#include <fstream>
-#include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
-
-#include "core/result.h"
 
 #include "edge/edge_engines.h"
 #ifdef HENGSHI_HAVE_LLAMA
@@ -34,32 +28,6 @@ struct MakeTestModelArgs {
   bool untied_output = false;
 };
 
-// Every string in a JSON-lines file (text, answer, message contents…), or each line when it is
-// not JSON: the texts whose tokens a cut vocabulary keeps.
-Result<std::vector<std::string>> read_corpus_texts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"invalid_argument", "cannot read --vocab-corpus " + path};
-  std::vector<std::string> texts;
-  std::function<void(const nlohmann::json&)> collect = [&](const nlohmann::json& value) {
-    if (value.is_string()) {
-      texts.push_back(value.get<std::string>());
-    } else if (value.is_structured()) {
-      for (const auto& item : value) collect(item);
-    }
-  };
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    auto parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded()) {
-      texts.push_back(line);
-    } else {
-      collect(parsed);
-    }
-  }
-  return texts;
-}
-
 int run_make_test_model(const MakeTestModelArgs& args) {
 #ifdef HENGSHI_HAVE_LLAMA
   edge::TestModelOptions options;
@@ -71,7 +39,7 @@ int run_make_test_model(const MakeTestModelArgs& args) {
   options.context_length = args.context;
   options.vocab_limit = args.vocab_limit;
   if (!args.vocab_corpus.empty()) {
-    auto texts = read_corpus_texts(args.vocab_corpus);
+    auto texts = edge::read_corpus_texts(args.vocab_corpus);
     if (!texts) {
       std::fprintf(stderr, "hengshi make-test-model: %s\n", texts.error().message.c_str());
       return 2;

@@ -11,11 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/result.h"
 #include "edge/llm_runtime.h"
@@ -343,6 +347,30 @@ Status make_test_model(const std::string& vocab_path, const std::string& out_pat
   std::filesystem::rename(temporary, target, ec);
   if (ec) return Error{"test_model_write", "cannot write " + out_path + ": " + ec.message()};
   return Ok{};
+}
+
+Result<std::vector<std::string>> read_corpus_texts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"invalid_argument", "cannot read the corpus " + path};
+  std::vector<std::string> texts;
+  std::function<void(const nlohmann::json&)> collect = [&](const nlohmann::json& value) {
+    if (value.is_string()) {
+      texts.push_back(value.get<std::string>());
+    } else if (value.is_structured()) {
+      for (const auto& item : value) collect(item);
+    }
+  };
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) {
+      texts.push_back(line);
+    } else {
+      collect(parsed);
+    }
+  }
+  return texts;
 }
 
 std::string default_vocab_dir() {

@@ -51,6 +51,10 @@ struct TestModelOptions {
 Status make_test_model(const std::string& vocab_path, const std::string& out_path,
                        const TestModelOptions& options = {});
 
+// The texts of a corpus file for TestModelOptions::vocab_corpus: every string value of each JSON
+// line (text, answer, message contents…), or the line itself when it is not JSON.
+Result<std::vector<std::string>> read_corpus_texts(const std::string& path);
+
 // Folder holding llama.cpp's models/ggml-vocab-*.gguf: $HENGSHI_LLAMA_SRC/models when that is
 // set, else the llama.cpp source the build was configured with (cmake/llama.cmake).
 std::string default_vocab_dir();

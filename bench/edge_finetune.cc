@@ -1,0 +1,312 @@
+// bench_edge_finetune: what `hengshi finetune` costs and buys, on the demo FAQ and a test model
+// whose vocabulary is cut to the FAQ's tokens (make-test-model --vocab-corpus).
+//
+// For a full model (Q8_0) and LoRA adapters at two ranks, each fine-tuned in a child process
+// (its peak RSS from wait4): seconds per epoch, the answer F1 (characters + English words) on
+// training questions and on held-out paraphrases before and after, and the LoRA's worst
+// relative SVD error. Then generation tokens/s of the base alone, of the base with each adapter
+// and of the full model, in alternating rounds (best and median of each), with each adapter's
+// ratio to the base: the budget is an adapter costing at most 10%.
+//
+//   bench_edge_finetune [--data FILE] [--intents N] [--per-intent N] [--epochs N] [--lr X]
+//                       [--ranks A,B] [--threads N] [--tokens N] [--rounds N] [--out DIR]
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "edge/llm_engine.h"
+#include "edge/llm_finetune.h"
+#include "edge/llm_test_model.h"
+
+namespace fs = std::filesystem;
+using namespace hengshi;
+using namespace hengshi::edge;
+using nlohmann::json;
+
+namespace {
+
+struct Options {
+  std::string data = HENGSHI_SOURCE_DIR "/data/demo_faq.jsonl";
+  int intents = 6;
+  int per_intent = 6;
+  int epochs = 100;
+  float lr = 2e-3f;
+  std::vector<int> ranks = {32, 128};
+  int threads = 2;
+  int tokens = 64;
+  int rounds = 5;
+  std::string out = (fs::temp_directory_path() / ("hengshi-bench-finetune-" + std::to_string(::getpid()))).string();
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--data") o.data = next();
+    else if (arg == "--intents") o.intents = std::stoi(next());
+    else if (arg == "--per-intent") o.per_intent = std::stoi(next());
+    else if (arg == "--epochs") o.epochs = std::stoi(next());
+    else if (arg == "--lr") o.lr = std::stof(next());
+    else if (arg == "--threads") o.threads = std::stoi(next());
+    else if (arg == "--tokens") o.tokens = std::stoi(next());
+    else if (arg == "--rounds") o.rounds = std::stoi(next());
+    else if (arg == "--out") o.out = next();
+    else if (arg == "--ranks") {
+      o.ranks.clear();
+      std::string list = next();
+      for (std::size_t at = 0; at <= list.size();) {
+        const auto comma = std::min(list.find(',', at), list.size());
+        o.ranks.push_back(std::stoi(list.substr(at, comma - at)));
+        at = comma + 1;
+      }
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", arg.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// The first `intents` FAQ intents that have an answer, `per_intent` questions each.
+std::string write_subset(const Options& o) {
+  std::ifstream in(o.data);
+  std::vector<json> rows;
+  std::map<std::string, int> answered;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    rows.push_back(json::parse(line));
+    if (rows.back().contains("answer")) answered[rows.back().value("intent", "")] = 1;
+  }
+  std::map<std::string, int> taken;
+  const std::string path = o.out + "/faq-subset.jsonl";
+  std::ofstream out(path);
+  for (const auto& row : rows) {
+    const std::string intent = row.value("intent", "");
+    if (!answered.contains(intent)) continue;
+    if (static_cast<int>(taken.size()) >= o.intents && !taken.contains(intent)) continue;
+    if (taken[intent]++ < o.per_intent) out << row.dump() << "\n";
+  }
+  return path;
+}
+
+struct Outcome {
+  FinetuneReport report;
+  double peak_rss_mib = 0;
+  bool ok = false;
+  std::string error;
+};
+
+// Fine-tunes in a child process so its peak RSS is its own.
+Outcome run_child(const FinetuneOptions& options) {
+  int pipe_fd[2];
+  if (pipe(pipe_fd) != 0) return {{}, 0, false, "pipe failed"};
+  std::fflush(stdout);  // or the child's copy of the buffer is printed twice
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(pipe_fd[0]);
+    auto report = finetune(options);
+    json out;
+    if (report) {
+      out = {{"ok", true},
+             {"seconds_per_epoch", report->seconds_per_epoch},
+             {"train_rows", report->train_rows},
+             {"heldout_rows", report->heldout_rows},
+             {"windows", report->train_windows},
+             {"lora_error", report->lora_worst_relative_error},
+             {"train_before", report->train_before.mean_f1},
+             {"train_after", report->train_after.mean_f1},
+             {"train_exact", report->train_after.exact},
+             {"heldout_before", report->heldout_before.mean_f1},
+             {"heldout_after", report->heldout_after.mean_f1},
+             {"samples", json::array()}};
+      for (const auto& s : report->samples) {
+        out["samples"].push_back({{"q", s.question}, {"expected", s.expected}, {"before", s.before}, {"after", s.after}});
+      }
+    } else {
+      out = {{"ok", false}, {"error", report.error().message}};
+    }
+    const std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+    for (std::size_t at = 0; at < text.size();) {
+      const ssize_t n = write(pipe_fd[1], text.data() + at, text.size() - at);
+      if (n <= 0) break;
+      at += static_cast<std::size_t>(n);
+    }
+    close(pipe_fd[1]);
+    _exit(0);
+  }
+  close(pipe_fd[1]);
+  std::string text;
+  char buffer[65536];
+  for (ssize_t n; (n = read(pipe_fd[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+  close(pipe_fd[0]);
+  int status = 0;
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  Outcome outcome;
+  outcome.peak_rss_mib = usage.ru_maxrss / 1024.0;
+  const json result = json::parse(text, nullptr, false);
+  if (result.is_discarded() || !result.value("ok", false)) {
+    outcome.error = result.is_discarded() ? "child failed" : result.value("error", "");
+    return outcome;
+  }
+  outcome.ok = true;
+  auto& r = outcome.report;
+  r.seconds_per_epoch = result["seconds_per_epoch"];
+  r.train_rows = result["train_rows"];
+  r.heldout_rows = result["heldout_rows"];
+  r.train_windows = result["windows"];
+  r.lora_worst_relative_error = result["lora_error"];
+  r.train_before.mean_f1 = result["train_before"];
+  r.train_after.mean_f1 = result["train_after"];
+  r.train_after.exact = result["train_exact"];
+  r.heldout_before.mean_f1 = result["heldout_before"];
+  r.heldout_after.mean_f1 = result["heldout_after"];
+  for (const auto& s : result["samples"]) r.samples.push_back({s["q"], s["expected"], s["before"], s["after"]});
+  return outcome;
+}
+
+double tokens_per_second(LlmEngine& engine, const std::string& adapter, int tokens) {
+  GenerationRequest request;
+  request.messages = {{"user", "我的订单到哪了"}};
+  request.max_tokens = tokens;
+  request.adapter = adapter;
+  request.stop = {};
+  const auto started = std::chrono::steady_clock::now();
+  auto generated = engine.generate_blocking(request);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!generated || generated->completion_tokens == 0) return 0;
+  return generated->completion_tokens / seconds;  // prompt decode included in the time
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  fs::create_directories(o.out);
+  const std::string data = write_subset(o);
+  const std::string base = o.out + "/base.gguf";
+  TestModelOptions model;
+  model.embedding = 256;
+  model.feed_forward = 512;
+  model.f16 = false;
+  model.untied_output = true;
+  auto corpus = read_corpus_texts(o.data);
+  if (!corpus) {
+    std::fprintf(stderr, "%s\n", corpus.error().message.c_str());
+    return 2;
+  }
+  model.vocab_corpus = std::move(*corpus);
+  if (auto made = make_test_model(default_vocab_dir() + "/ggml-vocab-qwen2.gguf", base, model); !made) {
+    std::fprintf(stderr, "%s\n", made.error().message.c_str());
+    return 2;
+  }
+  std::printf("bench_edge_finetune: %d intents x %d questions of %s, %d epochs, lr %.0e, %d threads\n",
+              o.intents, o.per_intent, o.data.c_str(), o.epochs, double(o.lr), o.threads);
+  std::printf("base: qwen2 2 layers, n_embd 256, n_ff 512, vocabulary cut to the FAQ's tokens, random weights\n\n");
+
+  struct Variant {
+    std::string name, output;
+    int rank;
+    std::string dir;
+    Outcome outcome;
+  };
+  std::vector<Variant> variants = {{"full (Q8_0)", "full", 0, o.out + "/full", {}}};
+  for (int rank : o.ranks) {
+    variants.push_back({"LoRA r=" + std::to_string(rank), "lora", rank, o.out + "/lora" + std::to_string(rank), {}});
+  }
+  std::printf("%-13s %9s %9s %16s %16s %9s\n", "output", "s/epoch", "peak MiB", "F1 train b->a",
+              "F1 held-out b->a", "LoRA err");
+  for (auto& v : variants) {
+    FinetuneOptions options;
+    options.base_model = base;
+    options.data_path = data;
+    options.out_dir = v.dir;
+    options.output = v.output;
+    if (v.rank > 0) options.lora_rank = v.rank;
+    options.epochs = o.epochs;
+    options.learning_rate = o.lr;
+    options.heldout_share = 0.2;
+    options.threads = o.threads;
+    options.eval_rows = 64;
+    v.outcome = run_child(options);
+    if (!v.outcome.ok) {
+      std::printf("%-13s failed: %s\n", v.name.c_str(), v.outcome.error.c_str());
+      return 1;
+    }
+    const auto& r = v.outcome.report;
+    std::printf("%-13s %9.2f %9.0f %7.3f -> %5.3f %7.3f -> %5.3f %9s\n", v.name.c_str(), r.seconds_per_epoch,
+                v.outcome.peak_rss_mib, r.train_before.mean_f1, r.train_after.mean_f1, r.heldout_before.mean_f1,
+                r.heldout_after.mean_f1, v.rank > 0 ? std::to_string(r.lora_worst_relative_error).substr(0, 5).c_str() : "-");
+    std::fflush(stdout);
+  }
+  std::printf("(%zu training rows, %zu held-out paraphrases; F1 over characters and English words)\n\n",
+              variants[0].outcome.report.train_rows, variants[0].outcome.report.heldout_rows);
+  std::printf("held-out paraphrases answered by the full model:\n");
+  for (const auto& s : variants[0].outcome.report.samples) {
+    std::printf("  Q: %s\n    expected: %s\n    base:     %s\n    tuned:    %s\n", s.question.c_str(),
+                s.expected.c_str(), s.before.c_str(), s.after.c_str());
+  }
+
+  // Tokens/s: base, base + each adapter, full model; alternating rounds.
+  LlmConfig config;
+  config.model_path = base;
+  config.threads = o.threads;
+  config.context_tokens = 256;
+  for (const auto& v : variants) {
+    if (v.rank > 0) config.adapters.push_back({v.name, v.dir + "/adapter.gguf", 1.0f, ""});
+  }
+  auto engine = LlmEngine::load(config);
+  LlmConfig full_config = config;
+  full_config.adapters.clear();
+  full_config.model_path = variants[0].dir + "/model.gguf";
+  auto full = LlmEngine::load(full_config);
+  if (!engine || !full) {
+    std::fprintf(stderr, "cannot load the models for the speed rounds\n");
+    return 1;
+  }
+  std::map<std::string, std::vector<double>> rates;
+  for (int round = 0; round < o.rounds; ++round) {
+    rates["base"].push_back(tokens_per_second(**engine, "", o.tokens));
+    for (const auto& v : variants) {
+      if (v.rank > 0) rates[v.name].push_back(tokens_per_second(**engine, v.name, o.tokens));
+    }
+    rates["full (Q8_0)"].push_back(tokens_per_second(**full, "", o.tokens));
+  }
+  auto best = [](std::vector<double> v) { return *std::max_element(v.begin(), v.end()); };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double base_best = best(rates["base"]);
+  const double base_median = median(rates["base"]);
+  std::printf("\ngeneration, %d tokens greedy, %d rounds alternating:\n", o.tokens, o.rounds);
+  std::printf("%-13s %12s %12s %14s %14s\n", "model", "best tok/s", "median", "ratio (best)", "ratio (median)");
+  std::printf("%-13s %12.0f %12.0f %14s %14s\n", "base", base_best, base_median, "1.00", "1.00");
+  for (const auto& v : variants) {
+    const auto& r = rates[v.name];
+    std::printf("%-13s %12.0f %12.0f %14.2f %14.2f\n", v.name.c_str(), best(r), median(r), best(r) / base_best,
+                median(r) / base_median);
+  }
+  std::printf("target: an adapter costs at most 10%% (ratio >= 0.90)\n");
+  std::error_code ec;
+  fs::remove_all(o.out, ec);
+  return 0;
+}
