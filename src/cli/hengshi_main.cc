@@ -8,6 +8,7 @@
 #include "cli/calibrate_command.h"
 #include "cli/flywheel_command.h"
 #include "cli/hash_key_command.h"
+#include "cli/edge_command.h"
 #include "cli/finetune_command.h"
 #include "cli/make_test_model_command.h"
 #include "cli/replay_command.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   hengshi::cli::add_calibrate_command(app, exit_code);
   hengshi::cli::add_make_test_model_command(app, exit_code);
   hengshi::cli::add_finetune_command(app, exit_code);
+  hengshi::cli::add_edge_command(app, exit_code);
   hengshi::cli::add_route_command(app, exit_code);
   hengshi::cli::add_replay_command(app, exit_code);
   hengshi::cli::add_flywheel_command(app, exit_code);

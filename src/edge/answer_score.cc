@@ -61,4 +61,13 @@ double char_f1(std::string_view predicted, std::string_view expected) {
   return 2 * precision * recall / (precision + recall);
 }
 
+bool same_answer(std::string_view predicted, std::string_view expected) {
+  auto trimmed = [](std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos) return std::string_view();
+    return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+  };
+  return trimmed(predicted) == trimmed(expected);
+}
+
 }  // namespace hengshi::edge

@@ -14,5 +14,7 @@ namespace hengshi::edge {
 
 std::vector<std::string> mixed_segments(std::string_view text);
 double char_f1(std::string_view predicted, std::string_view expected);
+// The same answer once leading and trailing whitespace are set aside.
+bool same_answer(std::string_view predicted, std::string_view expected);
 
 }  // namespace hengshi::edge

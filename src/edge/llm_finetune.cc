@@ -108,6 +108,52 @@ Status read_header(const std::string& path, std::string& architecture, std::int6
   return Ok{};
 }
 
+// llama.cpp's model saver writes the hyper-parameters and tokenizer but not every key of the
+// base (the chat template among them): the full output gets the base's missing keys back, so it
+// renders prompts as the base did.
+Status restore_missing_metadata(const std::string& base_path, const std::string& model_path) {
+  gguf_context* base = gguf_init_from_file(base_path.c_str(), {/*no_alloc=*/true, nullptr});
+  if (base == nullptr) return failed("cannot read " + base_path);
+  ggml_context* data = nullptr;
+  gguf_context* model = gguf_init_from_file(model_path.c_str(), {/*no_alloc=*/false, &data});
+  if (model == nullptr) {
+    gguf_free(base);
+    return failed("cannot read " + model_path);
+  }
+  int added = 0;
+  for (std::int64_t k = 0; k < gguf_get_n_kv(base); ++k) {
+    const char* key = gguf_get_key(base, k);
+    if (gguf_find_key(model, key) >= 0) continue;
+    const gguf_type type = gguf_get_kv_type(base, k);
+    if (type == GGUF_TYPE_STRING) {
+      gguf_set_val_str(model, key, gguf_get_val_str(base, k));
+      ++added;
+    }
+  }
+  Status written = Ok{};
+  if (added > 0) {
+    // Tensors are re-added from the loaded context so the data is written with the new header.
+    gguf_context* out = gguf_init_empty();
+    gguf_set_kv(out, model);
+    for (std::int64_t t = 0; t < gguf_get_n_tensors(model); ++t) {
+      gguf_add_tensor(out, ggml_get_tensor(data, gguf_get_tensor_name(model, t)));
+    }
+    const std::string temporary = model_path + ".meta";
+    if (!gguf_write_to_file(out, temporary.c_str(), /*only_meta=*/false)) {
+      written = failed("cannot write " + temporary);
+    } else {
+      std::error_code ec;
+      fs::rename(temporary, model_path, ec);
+      if (ec) written = failed("cannot write " + model_path + ": " + ec.message());
+    }
+    gguf_free(out);
+  }
+  gguf_free(model);
+  gguf_free(base);
+  ggml_free(data);
+  return written;
+}
+
 struct LearningRate {
   float current = 0;
 };
@@ -134,13 +180,6 @@ double per_answer_token(ggml_opt_result_t result, std::size_t positions, std::si
   return loss * static_cast<double>(positions) / static_cast<double>(labelled);
 }
 
-std::string trimmed(std::string_view text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) return {};
-  const auto last = text.find_last_not_of(" \t\r\n");
-  return std::string(text.substr(first, last - first + 1));
-}
-
 // Greedy answers of `engine` (with `adapter`, if any) to the rows' prompts.
 AnswerScores score_answers(LlmEngine& engine, const std::string& adapter,
                            const std::vector<FinetuneRow>& rows, int max_tokens,
@@ -157,7 +196,7 @@ AnswerScores score_answers(LlmEngine& engine, const std::string& adapter,
     const std::string text = generated ? generated->text : std::string();
     if (answers != nullptr) answers->push_back(text);
     f1 += char_f1(text, row.answer());
-    exact += trimmed(text) == trimmed(row.answer()) ? 1 : 0;
+    exact += same_answer(text, row.answer()) ? 1 : 0;
     ++scores.rows;
   }
   if (scores.rows > 0) {
@@ -364,6 +403,7 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
     if (auto s = quantize(tuned_f32, output_path, type, threads, base_context, architecture); !s) {
       return s.error();
     }
+    if (auto s = restore_missing_metadata(options.base_model, output_path); !s) return s.error();
   } else {
     auto exported = export_lora_adapter(base_f32, tuned_f32, output_path, options.lora_rank);
     if (!exported) return exported.error();

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "support/child_process.h"
 
@@ -98,6 +99,12 @@ TEST_F(CliFinetuneTest, FullModelLearnsTheFaqAnswers) {
   EXPECT_EQ(m["training"]["heldout_rows"], 4);
   EXPECT_EQ(m["training"]["epochs"].size(), 100u);
   EXPECT_EQ(m["hyperparameters"]["quantization"], "q8_0");
+  // llama.cpp's saver drops the chat template; the output gets the base's back, so it renders
+  // prompts as the base does.
+  std::ifstream model_file(out + "/model.gguf", std::ios::binary);
+  std::string header(1 << 20, '\0');
+  model_file.read(header.data(), static_cast<std::streamsize>(header.size()));
+  EXPECT_NE(header.find("tokenizer.chat_template"), std::string::npos);
   const auto& epochs = m["training"]["epochs"];
   EXPECT_LT(epochs.back()["train_loss"].get<double>(), 0.5 * epochs.front()["train_loss"].get<double>());
 
@@ -115,6 +122,57 @@ TEST_F(CliFinetuneTest, FullModelLearnsTheFaqAnswers) {
   EXPECT_GT(scores["heldout_after"]["char_f1"].get<double>(),
             scores["heldout_before"]["char_f1"].get<double>() + 0.1)
       << run.stdout_text;
+}
+
+TEST_F(CliFinetuneTest, TheGateRefusesACandidateTrainedOnShuffledAnswers) {
+  // The baseline: the FAQ as it is. The candidate: the same questions with their answers rotated
+  // among the intents, as a bad data export would. Same budget, same seed.
+  const std::string shuffled = *dir_ + "/shuffled.jsonl";
+  {
+    std::ifstream in(data());
+    std::vector<json> rows;
+    std::vector<std::string> answers;
+    for (std::string line; std::getline(in, line);) {
+      rows.push_back(json::parse(line));
+      if (rows.back().contains("answer")) answers.push_back(rows.back()["answer"]);
+    }
+    std::ofstream out(shuffled);
+    std::size_t next = 1;
+    for (auto& row : rows) {
+      if (row.contains("answer")) row["answer"] = answers[next++ % answers.size()];
+      out << row.dump() << "\n";
+    }
+  }
+  const std::vector<std::string> budget = {"--output", "full", "--epochs", "60", "--lr", "2e-3",
+                                           "--heldout", "0", "--eval-rows", "0"};
+  auto good = finetune(*dir_ + "/gate-baseline", budget);
+  ASSERT_EQ(good.exit_code, 0) << good.output;
+  std::vector<std::string> argv = {hengshi(), "finetune", "--base", base(), "--data", shuffled,
+                                   "--out", *dir_ + "/gate-candidate", "--threads", "1"};
+  argv.insert(argv.end(), budget.begin(), budget.end());
+  auto bad = ChildProcess::run(argv, std::chrono::seconds(240));
+  ASSERT_EQ(bad.exit_code, 0) << bad.output;
+
+  auto gate = ChildProcess::run({hengshi(), "edge", "gate", "--candidate", *dir_ + "/gate-candidate",
+                                 "--baseline", *dir_ + "/gate-baseline", "--data", data(),
+                                 "--threads", "1", "--speed-tolerance", "0.9"},
+                                std::chrono::seconds(120));
+  EXPECT_EQ(gate.exit_code, 1) << gate.output;
+  EXPECT_NE(gate.stdout_text.find("gate: FAIL"), std::string::npos) << gate.output;
+  EXPECT_NE(gate.stdout_text.find("worse: answer F1"), std::string::npos) << gate.output;
+  // The baseline against itself passes.
+  auto same = ChildProcess::run({hengshi(), "edge", "gate", "--candidate", *dir_ + "/gate-baseline",
+                                 "--baseline", *dir_ + "/gate-baseline", "--data", data(),
+                                 "--threads", "1", "--speed-tolerance", "0.9"},
+                                std::chrono::seconds(120));
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.stdout_text.find("gate: PASS"), std::string::npos) << same.output;
+  // A corrupt candidate is refused with the file named.
+  std::ofstream(*dir_ + "/gate-candidate/model.gguf", std::ios::app) << "garbage";
+  auto corrupt = ChildProcess::run({hengshi(), "edge", "gate", "--candidate", *dir_ + "/gate-candidate",
+                                    "--baseline", *dir_ + "/gate-baseline", "--data", data()});
+  EXPECT_EQ(corrupt.exit_code, 2) << corrupt.output;
+  EXPECT_NE(corrupt.output.find("model.gguf"), std::string::npos) << corrupt.output;
 }
 
 TEST_F(CliFinetuneTest, LoraAdapterLoadsOverTheBaseAndChangesItsAnswers) {
