@@ -1,7 +1,6 @@
 #include "edge/llm_gate.h"
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 
 #include "edge/answer_score.h"
@@ -13,18 +12,6 @@ namespace hengshi::edge {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string percent(double share) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.0f%%", share * 100);
-  return text;
-}
-
-std::string figure(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3f", value);
-  return text;
-}
 
 // The engine configuration that serves a finetune directory.
 Result<LlmConfig> serving_config(const std::string& dir, int threads, GateSide& side) {
@@ -83,23 +70,6 @@ Status measure(const std::string& dir, const std::vector<FinetuneRow>& rows, int
 }
 
 }  // namespace
-
-GateVerdict judge(const GateSide& candidate, const GateSide& baseline, const GateTolerance& tolerance) {
-  GateVerdict verdict;
-  if (candidate.f1 < baseline.f1 - tolerance.f1) {
-    verdict.passed = false;
-    verdict.reasons.push_back("answer F1 " + figure(candidate.f1) + " < baseline " + figure(baseline.f1) +
-                              " - " + figure(tolerance.f1));
-  }
-  if (baseline.tokens_per_second > 0 &&
-      candidate.tokens_per_second < baseline.tokens_per_second * (1.0 - tolerance.speed)) {
-    verdict.passed = false;
-    verdict.reasons.push_back("generation " + figure(candidate.tokens_per_second) + " tok/s is more than " +
-                              percent(tolerance.speed) + " below the baseline's " +
-                              figure(baseline.tokens_per_second));
-  }
-  return verdict;
-}
 
 Result<GateReport> run_gate(const GateOptions& options) {
   auto data = read_finetune_rows(options.data_path);

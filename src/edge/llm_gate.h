@@ -6,34 +6,11 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "core/result.h"
+#include "edge/gate_verdict.h"
 
 namespace hengshi::edge {
-
-struct GateSide {
-  std::string dir;
-  std::string version;  // the manifest's model_version
-  std::string kind;     // full | lora
-  int rows = 0;
-  double f1 = 0;     // mean answer F1 (answer_score.h)
-  double exact = 0;  // share answered exactly
-  double tokens_per_second = 0;
-};
-
-struct GateTolerance {
-  double f1 = 0.02;     // the candidate may score this much lower
-  double speed = 0.25;  // and generate this share slower (speed is noisy on shared machines)
-};
-
-struct GateVerdict {
-  bool passed = true;
-  std::vector<std::string> reasons;  // why it failed, one line each
-};
-
-// Pure: the comparison alone.
-GateVerdict judge(const GateSide& candidate, const GateSide& baseline, const GateTolerance& tolerance);
 
 struct GateOptions {
   std::string candidate_dir;

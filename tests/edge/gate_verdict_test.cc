@@ -1,6 +1,6 @@
 // The regression gate's comparison: a candidate no worse than the baseline beyond the
 // tolerances passes; each way it is worse is named.
-#include "edge/llm_gate.h"
+#include "edge/gate_verdict.h"
 
 #include <gtest/gtest.h>
 
