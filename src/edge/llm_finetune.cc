@@ -421,7 +421,8 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
     LlmConfig config;
     config.model_path = options.base_model;
     config.threads = threads;
-    config.context_tokens = 0;
+    // The window holds the longest row: no need for the model's whole (maybe 32k) context.
+    config.context_tokens = static_cast<int>(window);
     std::vector<std::string> before_answers, after_answers;
     {
       auto base = LlmEngine::load(config);

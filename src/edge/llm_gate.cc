@@ -21,8 +21,7 @@ Result<LlmConfig> serving_config(const std::string& dir, int threads, GateSide& 
   side.version = manifest->model_version;
   side.kind = manifest->training.value("kind", "");
   LlmConfig config;
-  config.threads = threads;
-  config.context_tokens = 0;
+  config.threads = threads;  // context: LlmConfig's default, capped by the model's
   const std::string file = (fs::path(dir) / manifest->model_file).string();
   if (side.kind == "full") {
     config.model_path = file;
