@@ -53,21 +53,15 @@ bool llm_engine_available() {
 // manifest, and it was trained on the configured base model (by hash), so a stale or foreign
 // adapter is refused instead of silently producing another model's answers.
 Result<LlmAdapterConfig> checked_adapter(const std::string& task, const EdgeAdapterConfig& adapter,
-                                         const std::string& base_path) {
+                                         const ManifestFile& base, const std::string& base_path) {
   const std::string field = "edge.llm.adapters." + task;
   auto manifest = load_verified_manifest(adapter.dir, kEdgeLlmManifest);
   if (!manifest) return Error{manifest.error().code, field + ": " + manifest.error().message};
   if (manifest->training.value("kind", "") != "lora") {
     return Error{"model_invalid", field + ": " + adapter.dir + " holds a full model, not a LoRA adapter"};
   }
-  const std::filesystem::path base(base_path);
-  auto base_file = describe_file(base.parent_path().empty() ? std::filesystem::path(".") : base.parent_path(),
-                                 base.filename().string());
-  if (!base_file) return Error{base_file.error().code, field + ": " + base_file.error().message};
-  const std::string trained_on = manifest->training.value("base_xxh64", "");
-  if (trained_on != base_file->xxh64) {
-    return Error{"model_invalid", field + ": " + adapter.dir + " was trained on a base with xxh64 " +
-                                      trained_on + ", not " + base_path + " (" + base_file->xxh64 + ")"};
+  if (auto trained = check_trained_base(*manifest, adapter.dir, base, base_path); !trained) {
+    return Error{trained.error().code, field + ": " + trained.error().message};
   }
   return LlmAdapterConfig{task, (std::filesystem::path(adapter.dir) / manifest->model_file).string(),
                           static_cast<float>(adapter.scale), manifest->model_version};
@@ -94,8 +88,12 @@ Result<EdgeEngines> load_edge_engines(const EdgeConfig& config) {
     llm_config.max_queue = config.llm.max_queue;
     llm_config.summary_turns = config.llm.summary_turns;
     llm_config.summary_chars = config.llm.summary_chars;
+    // The base is hashed once (it may be gigabytes), then each adapter is checked against it.
+    Result<ManifestFile> base = ManifestFile{};
+    if (!config.llm.adapters.empty()) base = describe_path(config.llm.model_path);
+    if (!base) return Error{base.error().code, "edge.llm.model_path: " + base.error().message};
     for (const auto& [task, adapter] : config.llm.adapters) {
-      auto checked = checked_adapter(task, adapter, config.llm.model_path);
+      auto checked = checked_adapter(task, adapter, *base, config.llm.model_path);
       if (!checked) return checked.error();
       llm_config.adapters.push_back(std::move(*checked));
     }

@@ -675,10 +675,7 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
   manifest.model_version = utc_timestamp(true) + "-" + manifest.files.front().xxh64.substr(0, 8);
   report.model_version = manifest.model_version;
 
-  auto data_file =
-      describe_file(options.data_path.parent_path().empty() ? std::filesystem::path(".")
-                                                            : options.data_path.parent_path(),
-                    options.data_path.filename().string());
+  auto data_file = describe_path(options.data_path);
   if (!data_file) return data_file.error();
   manifest.training = {
       {"data_file", options.data_path.string()},
@@ -695,10 +692,7 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
       {"seed", options.seed},
       {"segmentation", std::string(segmentation_name(options.normalizer.segmentation))}};
   if (options.answers_path) {
-    auto answers_file = describe_file(options.answers_path->parent_path().empty()
-                                          ? std::filesystem::path(".")
-                                          : options.answers_path->parent_path(),
-                                      options.answers_path->filename().string());
+    auto answers_file = describe_path(*options.answers_path);
     if (!answers_file) return answers_file.error();
     manifest.training["answers_file"] = options.answers_path->string();
     manifest.training["answers_xxh64"] = answers_file->xxh64;

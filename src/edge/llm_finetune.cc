@@ -14,7 +14,6 @@
 #include <memory>
 #include <thread>
 
-#include "edge/answer_score.h"
 #include "edge/finetune_data.h"
 #include "edge/finetune_windows.h"
 #include "edge/llm_chat_format.h"
@@ -178,32 +177,6 @@ double per_answer_token(ggml_opt_result_t result, std::size_t positions, std::si
   double uncertainty = 0;
   ggml_opt_result_loss(result, &loss, &uncertainty);
   return loss * static_cast<double>(positions) / static_cast<double>(labelled);
-}
-
-// Greedy answers of `engine` (with `adapter`, if any) to the rows' prompts.
-AnswerScores score_answers(LlmEngine& engine, const std::string& adapter,
-                           const std::vector<FinetuneRow>& rows, int max_tokens,
-                           std::vector<std::string>* answers) {
-  AnswerScores scores;
-  double f1 = 0;
-  int exact = 0;
-  for (const auto& row : rows) {
-    GenerationRequest request;
-    request.messages = engine.edge_messages(row.prompt());
-    request.max_tokens = max_tokens;
-    request.adapter = adapter;
-    auto generated = engine.generate_blocking(request);
-    const std::string text = generated ? generated->text : std::string();
-    if (answers != nullptr) answers->push_back(text);
-    f1 += char_f1(text, row.answer());
-    exact += same_answer(text, row.answer()) ? 1 : 0;
-    ++scores.rows;
-  }
-  if (scores.rows > 0) {
-    scores.mean_f1 = f1 / scores.rows;
-    scores.exact = double(exact) / scores.rows;
-  }
-  return scores;
 }
 
 std::vector<FinetuneRow> first_rows(const std::vector<FinetuneRow>& rows, int count) {
@@ -423,16 +396,18 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
     config.threads = threads;
     // The window holds the longest row: no need for the model's whole (maybe 32k) context.
     config.context_tokens = static_cast<int>(window);
-    std::vector<std::string> before_answers, after_answers;
+    // Each answer is generated once; the report shows the first held-out rows (paraphrases), or
+    // the first training rows when nothing was held out.
+    std::vector<std::string> train_before, heldout_before, train_after, heldout_after;
     {
       auto base = LlmEngine::load(config);
       if (!base) return base.error();
-      report.train_before = score_answers(**base, "", train_sample, max_tokens, nullptr);
-      report.heldout_before = score_answers(**base, "", heldout_sample, max_tokens, &before_answers);
-      if (heldout_sample.empty()) {
-        before_answers.clear();
-        score_answers(**base, "", first_rows(train_sample, 3), max_tokens, &before_answers);
-      }
+      auto train = answer_rows(**base, "", train_sample, max_tokens);
+      auto heldout = answer_rows(**base, "", heldout_sample, max_tokens);
+      report.train_before = train.scores;
+      report.heldout_before = heldout.scores;
+      train_before = std::move(train.answers);
+      heldout_before = std::move(heldout.answers);
     }
     std::string adapter;
     if (options.output == "full") {
@@ -443,14 +418,18 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
     }
     auto tuned = LlmEngine::load(config);
     if (!tuned) return tuned.error();
-    report.train_after = score_answers(**tuned, adapter, train_sample, max_tokens, nullptr);
-    report.heldout_after = score_answers(**tuned, adapter, heldout_sample, max_tokens, &after_answers);
-    const auto& shown = heldout_sample.empty() ? first_rows(train_sample, 3) : heldout_sample;
-    if (heldout_sample.empty()) score_answers(**tuned, adapter, shown, max_tokens, &after_answers);
+    auto train = answer_rows(**tuned, adapter, train_sample, max_tokens);
+    auto heldout = answer_rows(**tuned, adapter, heldout_sample, max_tokens);
+    report.train_after = train.scores;
+    report.heldout_after = heldout.scores;
+    train_after = std::move(train.answers);
+    heldout_after = std::move(heldout.answers);
+    const bool show_heldout = !heldout_sample.empty();
+    const auto& shown = show_heldout ? heldout_sample : train_sample;
+    const auto& before = show_heldout ? heldout_before : train_before;
+    const auto& after = show_heldout ? heldout_after : train_after;
     for (std::size_t i = 0; i < std::min<std::size_t>(3, shown.size()); ++i) {
-      report.samples.push_back({shown[i].prompt().back().text, shown[i].answer(),
-                                i < before_answers.size() ? before_answers[i] : "",
-                                i < after_answers.size() ? after_answers[i] : ""});
+      report.samples.push_back({shown[i].prompt().back().text, shown[i].answer(), before[i], after[i]});
     }
   }
 
@@ -464,13 +443,9 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
   manifest.files.push_back(*file);
   manifest.model_version = utc_timestamp(true) + "-" + file->xxh64.substr(0, 8);
   report.version = manifest.model_version;
-  const fs::path base_path(options.base_model);
-  const fs::path data_path(options.data_path);
-  auto base_file = describe_file(base_path.parent_path().empty() ? fs::path(".") : base_path.parent_path(),
-                                 base_path.filename().string());
+  auto base_file = describe_path(options.base_model);
   if (!base_file) return base_file.error();
-  auto data_file = describe_file(data_path.parent_path().empty() ? fs::path(".") : data_path.parent_path(),
-                                 data_path.filename().string());
+  auto data_file = describe_path(options.data_path);
   if (!data_file) return data_file.error();
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : report.epochs) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "edge/llm_answer_run.h"
 
 namespace hengshi::edge {
 
@@ -43,12 +44,6 @@ struct FinetuneEpoch {
   double train_loss = 0;    // mean cross-entropy per answer token, nats
   double heldout_loss = 0;  // same on the held-out rows; NaN without any
   double seconds = 0;
-};
-
-struct AnswerScores {
-  int rows = 0;
-  double mean_f1 = 0;   // char_f1 of greedy answers against the expected ones
-  double exact = 0;     // share answered exactly (whitespace-trimmed)
 };
 
 struct FinetuneReport {

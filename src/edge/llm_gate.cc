@@ -1,10 +1,9 @@
 #include "edge/llm_gate.h"
 
-#include <chrono>
 #include <filesystem>
 
-#include "edge/answer_score.h"
 #include "edge/finetune_data.h"
+#include "edge/llm_answer_run.h"
 #include "edge/llm_engine.h"
 #include "edge/model_manifest.h"
 
@@ -28,12 +27,9 @@ Result<LlmConfig> serving_config(const std::string& dir, int threads, GateSide& 
     return config;
   }
   const std::string base = manifest->training.value("base_model", "");
-  const fs::path base_path(base);
-  auto described = describe_file(base_path.parent_path().empty() ? fs::path(".") : base_path.parent_path(),
-                                 base_path.filename().string());
-  if (!described || described->xxh64 != manifest->training.value("base_xxh64", "")) {
-    return Error{"model_invalid", dir + ": its base model " + base + " is missing or changed since training"};
-  }
+  auto described = describe_path(base);
+  if (!described) return Error{"model_invalid", dir + ": its base model " + base + ": " + described.error().message};
+  if (auto trained = check_trained_base(*manifest, dir, *described, base); !trained) return trained.error();
   config.model_path = base;
   config.adapters = {{"gate", file, 1.0f, side.version}};
   return config;
@@ -45,26 +41,12 @@ Status measure(const std::string& dir, const std::vector<FinetuneRow>& rows, int
   const std::string adapter = config->adapters.empty() ? "" : "gate";
   auto engine = LlmEngine::load(*config);
   if (!engine) return engine.error();
-  double f1 = 0;
-  int exact = 0;
-  long tokens = 0;
-  double seconds = 0;
-  for (const auto& row : rows) {
-    GenerationRequest request;
-    request.messages = (*engine)->edge_messages(row.prompt());
-    request.adapter = adapter;
-    const auto started = std::chrono::steady_clock::now();
-    auto generated = (*engine)->generate_blocking(request);
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (!generated) return generated.error();
-    tokens += generated->completion_tokens;
-    f1 += char_f1(generated->text, row.answer());
-    exact += same_answer(generated->text, row.answer()) ? 1 : 0;
-  }
-  side.rows = static_cast<int>(rows.size());
-  side.f1 = rows.empty() ? 0 : f1 / double(rows.size());
-  side.exact = rows.empty() ? 0 : double(exact) / double(rows.size());
-  side.tokens_per_second = seconds > 0 ? double(tokens) / seconds : 0;
+  auto run = answer_rows(**engine, adapter, rows, /*max_tokens=*/0);
+  if (run.failed > 0) return run.first_error;
+  side.rows = run.scores.rows;
+  side.f1 = run.scores.mean_f1;
+  side.exact = run.scores.exact;
+  side.tokens_per_second = run.tokens_per_second;
   return Ok{};
 }
 

@@ -59,6 +59,19 @@ Result<ManifestFile> describe_file(const std::filesystem::path& dir, std::string
   return file;
 }
 
+Result<ManifestFile> describe_path(const std::filesystem::path& file) {
+  return describe_file(file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path(),
+                       file.filename().string());
+}
+
+Status check_trained_base(const ModelManifest& adapter, const std::string& adapter_dir,
+                          const ManifestFile& base, const std::string& base_path) {
+  const std::string trained_on = adapter.training.value("base_xxh64", "");
+  if (trained_on == base.xxh64) return Ok{};
+  return Error{"model_invalid", adapter_dir + " was trained on a base with xxh64 " + trained_on +
+                                    ", not " + base_path + " (" + base.xxh64 + ")"};
+}
+
 nlohmann::json ModelManifest::to_json() const {
   nlohmann::json file_rows = nlohmann::json::array();
   for (const ManifestFile& file : files) {

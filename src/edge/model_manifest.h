@@ -56,6 +56,8 @@ struct ModelManifest {
 
 // xxh64 (seed 0) of a file's bytes as 16 lowercase hex digits, and its size.
 Result<ManifestFile> describe_file(const std::filesystem::path& dir, std::string_view name);
+// The same for a file given by its path (a data file, a base model), relative or absolute.
+Result<ManifestFile> describe_path(const std::filesystem::path& file);
 std::string xxh64_hex(std::string_view bytes);
 
 // Writes dir/manifest.json (pretty-printed).
@@ -87,6 +89,11 @@ class StagingDirectory {
  private:
   std::filesystem::path path_;
 };
+
+// A LoRA adapter directory's manifest names the base model it was trained on by xxh64
+// (training.base_xxh64): model_invalid unless `base`, described from `base_path`, is that file.
+Status check_trained_base(const ModelManifest& adapter, const std::string& adapter_dir,
+                          const ManifestFile& base, const std::string& base_path);
 
 // Renames `staging` to `target` for the trainers' atomic writes. An existing `target` is removed
 // first only when it is empty or a model directory (it has a manifest.json); anything else is
