@@ -8,11 +8,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "finetune_fixture.h"
 #include "support/child_process.h"
 
 namespace hengshi::testing {
@@ -27,21 +27,8 @@ class CliFinetuneTest : public ::testing::Test {
     dir_ = new std::string(temp_path("cli-finetune"));
     fs::create_directories(*dir_);
     // Four FAQ answers, three questions each: one per answer is held out as a paraphrase.
-    std::ifstream in(source_path("data/demo_faq.jsonl"));
-    std::ofstream out(data());
-    std::map<std::string, int> per_intent;
-    std::string line;
-    while (std::getline(in, line)) {
-      const json row = json::parse(line);
-      const std::string intent = row.value("intent", "");
-      if (per_intent.size() == 4 && !per_intent.contains(intent)) continue;
-      if (per_intent[intent]++ < 3) out << line << "\n";
-    }
-    out.close();
-    auto made = ChildProcess::run({hengshi(), "make-test-model", "--out", base(), "--embedding",
-                                   "256", "--feed-forward", "512", "--context", "256",
-                                   "--vocab-corpus", source_path("data/demo_faq.jsonl"), "--f32",
-                                   "--untied-output"});
+    write_demo_faq_slice(data(), 4, 3);
+    auto made = make_finetunable_test_model(base());
     log_ = new std::string(made.output);
     ok_ = made.exit_code == 0;
   }
@@ -153,24 +140,23 @@ TEST_F(CliFinetuneTest, TheGateRefusesACandidateTrainedOnShuffledAnswers) {
   auto bad = ChildProcess::run(argv, std::chrono::seconds(240));
   ASSERT_EQ(bad.exit_code, 0) << bad.output;
 
-  auto gate = ChildProcess::run({hengshi(), "edge", "gate", "--candidate", *dir_ + "/gate-candidate",
-                                 "--baseline", *dir_ + "/gate-baseline", "--data", data(),
-                                 "--threads", "1", "--speed-tolerance", "0.9"},
-                                std::chrono::seconds(120));
+  auto gate_against_baseline = [&](const std::string& candidate) {
+    return ChildProcess::run({hengshi(), "edge", "gate", "--candidate", candidate, "--baseline",
+                              *dir_ + "/gate-baseline", "--data", data(), "--threads", "1",
+                              "--speed-tolerance", "0.9"},
+                             std::chrono::seconds(120));
+  };
+  auto gate = gate_against_baseline(*dir_ + "/gate-candidate");
   EXPECT_EQ(gate.exit_code, 1) << gate.output;
   EXPECT_NE(gate.stdout_text.find("gate: FAIL"), std::string::npos) << gate.output;
   EXPECT_NE(gate.stdout_text.find("worse: answer F1"), std::string::npos) << gate.output;
   // The baseline against itself passes.
-  auto same = ChildProcess::run({hengshi(), "edge", "gate", "--candidate", *dir_ + "/gate-baseline",
-                                 "--baseline", *dir_ + "/gate-baseline", "--data", data(),
-                                 "--threads", "1", "--speed-tolerance", "0.9"},
-                                std::chrono::seconds(120));
+  auto same = gate_against_baseline(*dir_ + "/gate-baseline");
   EXPECT_EQ(same.exit_code, 0) << same.output;
   EXPECT_NE(same.stdout_text.find("gate: PASS"), std::string::npos) << same.output;
   // A corrupt candidate is refused with the file named.
   std::ofstream(*dir_ + "/gate-candidate/model.gguf", std::ios::app) << "garbage";
-  auto corrupt = ChildProcess::run({hengshi(), "edge", "gate", "--candidate", *dir_ + "/gate-candidate",
-                                    "--baseline", *dir_ + "/gate-baseline", "--data", data()});
+  auto corrupt = gate_against_baseline(*dir_ + "/gate-candidate");
   EXPECT_EQ(corrupt.exit_code, 2) << corrupt.output;
   EXPECT_NE(corrupt.output.find("model.gguf"), std::string::npos) << corrupt.output;
 }

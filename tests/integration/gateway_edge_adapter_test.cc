@@ -8,11 +8,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "finetune_fixture.h"
 #include "gateway_fixture.h"
 #include "support/child_process.h"
 
@@ -60,28 +60,16 @@ class GatewayEdgeAdapterTest : public GatewayFixture {
     dir_ = new std::string(temp_path("edge-adapter"));
     fs::create_directories(*dir_);
     const std::string data = *dir_ + "/faq.jsonl";
-    std::ifstream in(source_path("data/demo_faq.jsonl"));
-    std::ofstream out(data);
-    std::map<std::string, int> per_intent;
-    std::string line;
-    while (std::getline(in, line)) {
-      const json row = json::parse(line);
-      const std::string intent = row.value("intent", "");
-      if (per_intent.size() == 4 && !per_intent.contains(intent)) continue;
-      if (per_intent[intent]++ < 2) out << line << "\n";
+    for (const json& row : write_demo_faq_slice(data, 4, 2)) {
       if (row.contains("answer") && first_question_->empty()) {
         *first_question_ = row["text"].get<std::string>();
         *first_answer_ = row["answer"].get<std::string>();
       }
     }
-    out.close();
     const std::string hengshi = binary_path("src/cli/hengshi");
     std::string log;
     auto make = [&](const std::string& path, const std::string& seed) {
-      auto made = ChildProcess::run({hengshi, "make-test-model", "--out", path, "--embedding", "256",
-                                     "--feed-forward", "512", "--context", "256", "--vocab-corpus",
-                                     source_path("data/demo_faq.jsonl"), "--f32", "--untied-output",
-                                     "--seed", seed});
+      auto made = make_finetunable_test_model(path, seed);
       log += made.output;
       return made.exit_code == 0;
     };

@@ -1,0 +1,44 @@
+// What the edge LLM fine-tune tests share: a slice of the shipped demo FAQ and the fine-tunable
+// test model (its vocabulary cut to the FAQ's tokens, F32, an untied output matrix).
+#pragma once
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/child_process.h"
+
+namespace hengshi::testing {
+
+// Writes the rows of the first `intents` intents of data/demo_faq.jsonl, at most `per_intent`
+// each, to `path`; returns them.
+inline std::vector<nlohmann::json> write_demo_faq_slice(const std::string& path, std::size_t intents,
+                                                        int per_intent) {
+  std::ifstream in(source_path("data/demo_faq.jsonl"));
+  std::ofstream out(path);
+  std::vector<nlohmann::json> written;
+  std::map<std::string, int> taken;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json row = nlohmann::json::parse(line);
+    const std::string intent = row.value("intent", "");
+    if (taken.size() == intents && !taken.contains(intent)) continue;
+    if (taken[intent]++ < per_intent) {
+      out << line << "\n";
+      written.push_back(row);
+    }
+  }
+  return written;
+}
+
+// `hengshi make-test-model` for a model `hengshi finetune` can train in seconds.
+inline ChildProcess::Finished make_finetunable_test_model(const std::string& path,
+                                                          const std::string& seed = "42") {
+  return ChildProcess::run({binary_path("src/cli/hengshi"), "make-test-model", "--out", path,
+                            "--embedding", "256", "--feed-forward", "512", "--context", "256",
+                            "--vocab-corpus", source_path("data/demo_faq.jsonl"), "--f32",
+                            "--untied-output", "--seed", seed});
+}
+
+}  // namespace hengshi::testing
