@@ -282,6 +282,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot load the models for the speed rounds\n");
     return 1;
   }
+  // One untimed generation each first: the first one pays for thread start-up and cold caches.
+  tokens_per_second(**engine, "", o.tokens);
+  for (const auto& v : variants) {
+    if (v.rank > 0) tokens_per_second(**engine, v.name, o.tokens);
+  }
+  tokens_per_second(**full, "", o.tokens);
   std::map<std::string, std::vector<double>> rates;
   for (int round = 0; round < o.rounds; ++round) {
     rates["base"].push_back(tokens_per_second(**engine, "", o.tokens));
@@ -305,7 +311,12 @@ int main(int argc, char** argv) {
     std::printf("%-13s %12.0f %12.0f %14.2f %14.2f\n", v.name.c_str(), best(r), median(r), best(r) / base_best,
                 median(r) / base_median);
   }
-  std::printf("target: an adapter costs at most 10%% (ratio >= 0.90)\n");
+  for (const auto& v : variants) {
+    if (v.rank == 0) continue;
+    const double ratio = median(rates[v.name]) / base_median;
+    std::printf("target: %s costs at most 10%% (median ratio %.2f >= 0.90): %s\n", v.name.c_str(), ratio,
+                ratio >= 0.90 ? "met" : "NOT met");
+  }
   std::error_code ec;
   fs::remove_all(o.out, ec);
   return 0;
