@@ -178,13 +178,17 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::stream(const SourceReques
 
 awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequest& request, edge::PieceSink sink) {
   const ChatRequest& chat = *request.request;
+  // The version serving now, held to the end: a promotion or rollback meanwhile swaps the slot,
+  // not the engine under this generation.
+  const std::shared_ptr<const edge::LlmServing> serving = slot_.current();
+  edge::LlmEngine& engine = *serving->engine;
   edge::GenerationRequest generation;
   // Only a summary of the last turns goes to the edge model; the full history stays for the cloud.
-  generation.messages = engine_.edge_messages(chat.messages);
+  generation.messages = engine.edge_messages(chat.messages);
   int max_tokens = chat.max_tokens ? static_cast<int>(std::min<std::int64_t>(*chat.max_tokens, 1 << 20))
-                                   : engine_.config().max_tokens;
+                                   : engine.config().max_tokens;
   if (request.degraded) {
-    generation.messages = degraded_messages(generation.messages, engine_.context_tokens());
+    generation.messages = degraded_messages(generation.messages, engine.context_tokens());
     max_tokens = std::max(1, max_tokens / 2);
   }
   generation.max_tokens = max_tokens;
@@ -195,12 +199,12 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequ
   generation.deadline = request.deadline;
   // A task type with its own fine-tuned adapter generates with it.
   const std::string& task_type = chat.hengshi.task_type;
-  if (!task_type.empty() && engine_.has_adapter(task_type)) generation.adapter = task_type;
-  std::string edge_model = engine_.model_label(generation.adapter);
+  if (!task_type.empty() && engine.has_adapter(task_type)) generation.adapter = task_type;
+  std::string edge_model = engine.model_label(generation.adapter);
 
   const bool streamed = static_cast<bool>(sink);
   const auto started = Clock::now();
-  auto result = co_await engine_.generate(std::move(generation), std::move(sink), request.cancel);
+  auto result = co_await engine.generate(std::move(generation), std::move(sink), request.cancel);
   if (!result) co_return llm_error(result.error());
   if (result->finish_reason == edge::FinishReason::cancelled || request.cancel.cancelled()) {
     co_return cancelled_error();
@@ -211,7 +215,7 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequ
   // A deadline cut is a truncated answer, which OpenAI clients know as "length".
   answer.finish_reason = generated.finish_reason == edge::FinishReason::stop ? "stop" : "length";
   answer.usage = {generated.prompt_tokens, generated.completion_tokens};
-  answer.model = model_id_;
+  answer.model = serving->description;
   answer.edge_model = std::move(edge_model);
   answer.pool = "edge";
   answer.source_time = since(started);

@@ -1,7 +1,8 @@
 // The answer sources of the chain (answer_source.h), one per kind of answerer:
 //   EdgeIntentSource  the intent engine's canned answer (already predicted: microseconds);
 //                     with a judge pool, served only when cloud-small confirms it (middle band)
-//   EdgeLlmSource     the embedded LLM on its worker pool; degraded at L1
+//   EdgeLlmSource     the embedded LLM's serving version (its live slot) on its worker pool;
+//                     degraded at L1
 //   CloudSource       one cloud pool (member choice, breakers and bulkhead live in the pool)
 //   CannedSource      a configured reply: human hand-off, PII safe reply, last resort
 // Ownership: each borrows its engine / pool, which must outlive it. Thread-safety: as AnswerSource.
@@ -13,7 +14,7 @@
 #include "chain/answer_source.h"
 #include "cloud/cloud_pool.h"
 #include "edge/intent_engine.h"
-#include "edge/llm_engine.h"
+#include "edge/llm_slot.h"
 
 namespace hengshi::chain {
 
@@ -34,16 +35,14 @@ class EdgeIntentSource : public AnswerSource {
 
 class EdgeLlmSource : public AnswerSource {
  public:
-  explicit EdgeLlmSource(edge::LlmEngine& engine, std::string model_id)
-      : engine_(engine), model_id_(std::move(model_id)) {}
+  explicit EdgeLlmSource(const edge::LlmSlot& slot) : slot_(slot) {}
   awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) override;
   bool streams() const override { return true; }
   awaitable<Result<Answer, AttemptError>> stream(const SourceRequest& request, PieceSink sink) override;
 
  private:
   awaitable<Result<Answer, AttemptError>> generate(const SourceRequest& request, edge::PieceSink sink);
-  edge::LlmEngine& engine_;
-  std::string model_id_;
+  const edge::LlmSlot& slot_;
 };
 
 class CloudSource : public AnswerSource {

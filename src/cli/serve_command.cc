@@ -261,6 +261,7 @@ int run_serve(const ServeOptions& options) {
     handler.use_fleet_limits(&(*answer_cache)->redis()->client(), config.cache.redis.fleet_size);
   }
   (*access)->use_cache(answer_cache->get());
+  (*access)->use_edge(edge->control.get());
   if (*answer_cache) (*answer_cache)->start();
   auto endpoint = http_server.start();
   if (!endpoint) {

@@ -257,7 +257,7 @@ void apply(const YAML::Node& root, Config& config) {
     if (const YAML::Node llm = edge["llm"]) {
       reject_unknown(llm, "edge.llm",
                      {"model_path", "threads", "context_tokens", "max_tokens", "workers", "max_queue",
-                      "summary_turns", "summary_chars", "adapters"});
+                      "summary_turns", "summary_chars", "adapters", "history", "gate"});
       EdgeLlmConfig& l = config.edge.llm;
       read(llm, "edge.llm", "model_path", l.model_path);
       read(llm, "edge.llm", "threads", l.threads);
@@ -267,6 +267,14 @@ void apply(const YAML::Node& root, Config& config) {
       read(llm, "edge.llm", "max_queue", l.max_queue);
       read(llm, "edge.llm", "summary_turns", l.summary_turns);
       read(llm, "edge.llm", "summary_chars", l.summary_chars);
+      read(llm, "edge.llm", "history", l.history);
+      if (const YAML::Node gate = llm["gate"]) {
+        reject_unknown(gate, "edge.llm.gate", {"data", "f1_tolerance", "speed_tolerance", "max_rows"});
+        read(gate, "edge.llm.gate", "data", l.gate.data);
+        read(gate, "edge.llm.gate", "f1_tolerance", l.gate.f1_tolerance);
+        read(gate, "edge.llm.gate", "speed_tolerance", l.gate.speed_tolerance);
+        read(gate, "edge.llm.gate", "max_rows", l.gate.max_rows);
+      }
       if (const YAML::Node adapters = llm["adapters"]) {
         if (!adapters.IsMap()) {
           throw FieldError{"edge.llm.adapters", "must map task types to adapter directories"};
@@ -477,6 +485,13 @@ Status validate_config(const Config& config) {
     positive(llm.max_queue, "edge.llm.max_queue");
     positive(llm.summary_turns, "edge.llm.summary_turns");
     positive(llm.summary_chars, "edge.llm.summary_chars");
+    if (!(llm.gate.f1_tolerance >= 0 && llm.gate.f1_tolerance <= 1)) {
+      throw FieldError{"edge.llm.gate.f1_tolerance", "must be in [0, 1]"};
+    }
+    if (!(llm.gate.speed_tolerance >= 0 && llm.gate.speed_tolerance < 1)) {
+      throw FieldError{"edge.llm.gate.speed_tolerance", "must be in [0, 1)"};
+    }
+    if (llm.gate.max_rows < 0) throw FieldError{"edge.llm.gate.max_rows", "must be >= 0 (0 = all)"};
     std::set<std::string> pool_names;
     for (const auto& pool : config.pools) {
       std::string path = "pools." + pool.name;

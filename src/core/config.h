@@ -107,6 +107,16 @@ struct EdgeAdapterConfig {
   double scale = 1.0;  // 0 = off; 1 = as trained
 };
 
+// The regression gate a promotion runs (POST /admin/edge/promote, `hengshi edge promote`): the
+// candidate must answer this set no worse than the serving version.
+struct EdgeGateConfig {
+  std::string data;               // regression rows (as `hengshi finetune` reads them); "" = each
+                                  // promotion names its own, else it is refused
+  double f1_tolerance = 0.02;     // how much lower the candidate's answer F1 may be
+  double speed_tolerance = 0.25;  // how much slower (share) it may generate
+  int max_rows = 0;               // score at most this many rows (0 = all)
+};
+
 struct EdgeLlmConfig {
   std::string model_path;         // a GGUF file; "" = no edge LLM
   // task type → adapter: `adapters: {faq: DIR}` or `{faq: {dir: DIR, scale: 0.8}}`. Each is
@@ -119,6 +129,11 @@ struct EdgeLlmConfig {
   int max_queue = 64;             // waiting generations; more get 429 edge_llm_busy
   int summary_turns = 3;          // only the last turns go to the edge model (latency)
   int summary_chars = 200;        // earlier turns are cut to this many characters
+  // The promotion history (JSON lines): every promotion and rollback, and the live slot's
+  // memory — a restart serves what was last promoted, over model_path and adapters. "" = no
+  // history, and promotion and rollback are refused.
+  std::string history;
+  EdgeGateConfig gate;
 };
 
 struct EdgeConfig {

@@ -620,18 +620,6 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
     Impl::Worker* w = worker.get();
     worker->thread = std::thread([engine, w] { engine->worker_loop(*w); });
   }
-  // Which model versions serve, as an info metric (value 1): the base file, and per adapter its
-  // task type and manifest version.
-  obs::Registry::global()
-      .gauge("hengshi_edge_llm_model_info", "Edge LLM serving: base model file and adapters",
-             {{"model", file_name(path)}, {"adapter", ""}, {"version", ""}})
-      .set(1);
-  for (const auto& adapter : config.adapters) {
-    obs::Registry::global()
-        .gauge("hengshi_edge_llm_model_info", "Edge LLM serving: base model file and adapters",
-               {{"model", file_name(path)}, {"adapter", adapter.name}, {"version", adapter.version}})
-        .set(1);
-  }
   spdlog::info("edge LLM loaded: {}, context {} tokens, {} worker(s) x {} thread(s), template {}",
                impl->description, impl->context_tokens, config.workers, impl->threads,
                impl->chat.source());
@@ -702,6 +690,7 @@ bool LlmEngine::has_adapter(const std::string& name) const {
 
 std::string LlmEngine::model_label(const std::string& adapter) const {
   std::string label = file_name(impl_->config.model_path);
+  if (!impl_->config.model_version.empty()) label += "@" + impl_->config.model_version;
   for (const auto& configured : impl_->config.adapters) {
     if (configured.name == adapter) {
       label += "+" + adapter + (configured.version.empty() ? "" : "@" + configured.version);

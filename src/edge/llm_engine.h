@@ -39,6 +39,7 @@ struct LlmAdapterConfig {
 
 struct LlmConfig {
   std::string model_path;     // a GGUF file
+  std::string model_version;  // a fine-tuned model's manifest version, shown in model_label()
   std::vector<LlmAdapterConfig> adapters;
   int threads = 0;            // compute threads per generation; 0 = cores / workers (at least 1)
   int context_tokens = 2048;  // per worker (prompt + answer); 0 = the model's training context
@@ -127,8 +128,8 @@ class LlmEngine {
   // The edge prompt for a conversation: system + a summary of the last summary_turns turns.
   std::vector<ChatMessage> edge_messages(const std::vector<ChatMessage>& conversation) const;
   bool has_adapter(const std::string& name) const;
-  // What answered, for the metadata and the log: "<model file>" or
-  // "<model file>+<adapter>@<adapter version>".
+  // What answered, for the metadata and the log: "<model file>[@<model version>]", then
+  // "+<adapter>@<adapter version>" when an adapter did.
   std::string model_label(const std::string& adapter) const;
   // The prompt text the model sees for `messages` (chat template applied).
   std::string format_prompt(const std::vector<ChatMessage>& messages) const;

@@ -38,10 +38,16 @@ Result<LlmConfig> serving_config(const std::string& dir, int threads, GateSide& 
 Status measure(const std::string& dir, const std::vector<FinetuneRow>& rows, int threads, GateSide& side) {
   auto config = serving_config(dir, threads, side);
   if (!config) return config.error();
-  const std::string adapter = config->adapters.empty() ? "" : "gate";
   auto engine = LlmEngine::load(*config);
   if (!engine) return engine.error();
-  auto run = answer_rows(**engine, adapter, rows, /*max_tokens=*/0);
+  return measure_engine(**engine, config->adapters.empty() ? "" : "gate", rows, side);
+}
+
+}  // namespace
+
+Status measure_engine(LlmEngine& engine, const std::string& adapter, const std::vector<FinetuneRow>& rows,
+                      GateSide& side) {
+  auto run = answer_rows(engine, adapter, rows, /*max_tokens=*/0);
   if (run.failed > 0) return run.first_error;
   side.rows = run.scores.rows;
   side.f1 = run.scores.mean_f1;
@@ -50,16 +56,21 @@ Status measure(const std::string& dir, const std::vector<FinetuneRow>& rows, int
   return Ok{};
 }
 
-}  // namespace
-
-Result<GateReport> run_gate(const GateOptions& options) {
-  auto data = read_finetune_rows(options.data_path);
+Result<std::vector<FinetuneRow>> read_gate_rows(const std::string& path, int max_rows) {
+  auto data = read_finetune_rows(path);
   if (!data) return data.error();
   std::vector<FinetuneRow> rows = std::move(data->rows);
-  if (options.max_rows > 0 && static_cast<int>(rows.size()) > options.max_rows) rows.resize(options.max_rows);
+  if (rows.empty()) return Error{"data_invalid", path + ": no row with an answer"};
+  if (max_rows > 0 && static_cast<int>(rows.size()) > max_rows) rows.resize(max_rows);
+  return rows;
+}
+
+Result<GateReport> run_gate(const GateOptions& options) {
+  auto rows = read_gate_rows(options.data_path, options.max_rows);
+  if (!rows) return rows.error();
   GateReport report;
-  if (auto s = measure(options.baseline_dir, rows, options.threads, report.baseline); !s) return s.error();
-  if (auto s = measure(options.candidate_dir, rows, options.threads, report.candidate); !s) return s.error();
+  if (auto s = measure(options.baseline_dir, *rows, options.threads, report.baseline); !s) return s.error();
+  if (auto s = measure(options.candidate_dir, *rows, options.threads, report.candidate); !s) return s.error();
   report.verdict = judge(report.candidate, report.baseline, options.tolerance);
   return report;
 }

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "core/result.h"
+#include "edge/finetune_data.h"
 #include "edge/gate_verdict.h"
+#include "edge/llm_engine.h"
 
 namespace hengshi::edge {
 
@@ -28,5 +30,13 @@ struct GateReport {
 
 // Errors: model_invalid (a directory or its manifest), data_invalid, model_load_failed.
 Result<GateReport> run_gate(const GateOptions& options);
+
+// One side of the gate on an engine already loaded (the gateway's promotion loads both sides
+// itself): F1, exact share and tokens/s of `adapter` ("" = the base) over `rows`. `side`'s
+// dir, version and kind are the caller's. Errors: the first failed generation's.
+Status measure_engine(LlmEngine& engine, const std::string& adapter, const std::vector<FinetuneRow>& rows,
+                      GateSide& side);
+// The rows of a regression set, the first `max_rows` of them (0 = all).
+Result<std::vector<FinetuneRow>> read_gate_rows(const std::string& path, int max_rows);
 
 }  // namespace hengshi::edge

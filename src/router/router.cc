@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/run_on.h"
 #include "router/router_metrics.h"
 
 namespace hengshi::router {
@@ -88,31 +89,6 @@ asio::thread_pool& Router::reload_thread() {
   if (!reload_thread_) reload_thread_ = std::make_unique<asio::thread_pool>(1);
   return *reload_thread_;
 }
-
-namespace {
-
-// Runs `work` on `worker` and resumes the awaiting coroutine on its own executor with the result.
-// Plain functions, not coroutines: g++ 12 mis-destroys a lambda with init-captures passed as a
-// temporary inside a co_await expression (free(): invalid pointer).
-template <typename T, typename Work>
-awaitable<T> run_on(asio::thread_pool& worker, Work work) {
-  auto initiate = [&worker, work = std::move(work)](auto handler) mutable {
-    // The caller's executor, tracked so its io_context keeps running until the result is back.
-    auto caller = asio::prefer(asio::get_associated_executor(handler),
-                               asio::execution::outstanding_work.tracked);
-    asio::post(worker, [work = std::move(work), handler = std::move(handler),
-                        caller = std::move(caller)]() mutable {
-      T result = work();
-      asio::post(caller, [handler = std::move(handler), result = std::move(result)]() mutable {
-        handler(std::move(result));
-      });
-    });
-  };
-  return asio::async_initiate<decltype(use_awaitable), void(T)>(std::move(initiate),
-                                                                use_awaitable);
-}
-
-}  // namespace
 
 awaitable<Result<std::string>> Router::reload_async(std::string trigger) {
   return run_on<Result<std::string>>(

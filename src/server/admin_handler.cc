@@ -15,6 +15,38 @@
 namespace hengshi::server {
 namespace {
 
+// Every admin route, with its method: what the request metrics name (anything else counts as
+// admin_unknown) and what a wrong method gets 405 for.
+struct AdminRoute {
+  std::string_view path;
+  http::verb method;
+};
+constexpr AdminRoute kAdminRoutes[] = {
+    {"/", http::verb::get},
+    {"/metrics", http::verb::get},
+    {"/admin/reload", http::verb::post},
+    {"/admin/stats", http::verb::get},
+    {"/admin/cache/invalidate", http::verb::post},
+    {"/admin/cache/stats", http::verb::get},
+    {"/admin/edge", http::verb::get},
+    {"/admin/edge/promote", http::verb::post},
+    {"/admin/edge/rollback", http::verb::post},
+};
+
+bool known_route(std::string_view path) {
+  for (const auto& route : kAdminRoutes) {
+    if (route.path == path) return true;
+  }
+  return false;
+}
+
+int status_of(const std::string& code) {
+  if (code == "request_invalid") return 400;
+  if (code == "change_in_progress" || code == "no_previous_version" || code == "history_not_configured") return 409;
+  if (code == "io_error") return 500;
+  return 422;  // the gate refused it, or the candidate cannot load
+}
+
 std::string_view path_of(std::string_view target) {
   auto query = target.find('?');
   return query == std::string_view::npos ? target : target.substr(0, query);
@@ -105,9 +137,7 @@ awaitable<void> AdminHandler::handle(HttpExchange& exchange) {
   } else {
     co_await dispatch(exchange, path);
   }
-  const bool known = path == "/" || path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||
-                     path == "/admin/cache/invalidate" || path == "/admin/cache/stats";
-  const std::string route = known ? path : "admin_unknown";
+  const std::string route = known_route(path) ? path : "admin_unknown";
   ServerMetrics::count_request(route, std::string(request.method_string()), exchange.status());
 }
 
@@ -140,8 +170,16 @@ awaitable<void> AdminHandler::dispatch(HttpExchange& exchange, const std::string
     }
     std::string body = dump_text(stats);
     co_await exchange.send_json(http::status::ok, std::move(body));
-  } else if (path == "/" || path == "/metrics" || path == "/admin/reload" || path == "/admin/stats" ||
-             path == "/admin/cache/invalidate" || path == "/admin/cache/stats") {
+  } else if (path == "/admin/edge" && method == http::verb::get) {
+    if (edge_ == nullptr) {
+      co_await refuse_no_edge(exchange);
+      co_return;
+    }
+    std::string body = dump_text(edge_->status(false));
+    co_await exchange.send_json(http::status::ok, std::move(body));
+  } else if ((path == "/admin/edge/promote" || path == "/admin/edge/rollback") && method == http::verb::post) {
+    co_await change_edge(exchange, path == "/admin/edge/promote");
+  } else if (known_route(path)) {
     std::string body = ApiError::method_not_allowed("wrong method for " + path).body();
     co_await exchange.send_json(http::status::method_not_allowed, std::move(body));
   } else {
@@ -181,6 +219,65 @@ awaitable<void> AdminHandler::reload(HttpExchange& exchange) {
   error.status = 422;
   std::string text = error.body();
   co_await exchange.send_json(http::status::unprocessable_entity, std::move(text));
+}
+
+awaitable<void> AdminHandler::refuse_no_edge(HttpExchange& exchange) {
+  ApiError error = ApiError::not_found("no edge LLM serves here (edge.llm.model_path)");
+  error.code = "edge_llm_disabled";
+  std::string body = error.body();
+  co_await exchange.send_json(http::status::not_found, std::move(body));
+}
+
+awaitable<void> AdminHandler::change_edge(HttpExchange& exchange, bool promote) {
+  if (edge_ == nullptr) {
+    co_await refuse_no_edge(exchange);
+    co_return;
+  }
+  const std::string& text = exchange.request().body();
+  const nlohmann::json request = text.empty() ? nlohmann::json::object() : nlohmann::json::parse(text, nullptr, false);
+  auto field = [&request](const char* name) {
+    return request.contains(name) && request[name].is_string() ? request[name].get<std::string>() : std::string();
+  };
+  std::string problem;
+  if (!request.is_object()) {
+    problem = "the body must be a JSON object";
+  } else {
+    for (const auto& [key, value] : request.items()) {
+      const bool allowed = key == "by" || (promote && (key == "dir" || key == "task" || key == "data"));
+      if (!allowed) problem = "unknown field " + key;
+      else if (!value.is_string()) problem = key + " must be a string";
+      if (!problem.empty()) break;
+    }
+    if (problem.empty() && promote && field("dir").empty()) problem = "dir is missing: the finetune directory to promote";
+  }
+  if (!problem.empty()) {
+    std::string body = ApiError::invalid_request("request_invalid", problem).body();
+    co_await exchange.send_json(http::status::bad_request, std::move(body));
+    co_return;
+  }
+  std::string by = field("by");
+  if (by.empty()) by = "admin@" + exchange.peer_address();
+  edge::EdgeOutcome outcome;
+  if (promote) {
+    edge::PromoteRequest promotion{field("dir"), field("task"), field("data"), by};
+    outcome = co_await edge_->promote(std::move(promotion));
+  } else {
+    outcome = co_await edge_->rollback(std::move(by));
+  }
+  if (outcome.took()) {
+    nlohmann::json body = {{"status", promote ? "promoted" : "rolled_back"}, {"entry", outcome.report}};
+    if (!outcome.message.empty()) body["warning"] = outcome.message;
+    std::string text_body = dump_text(body);
+    co_await exchange.send_json(http::status::ok, std::move(text_body));
+    co_return;
+  }
+  const int status = status_of(outcome.code);
+  ApiError error = ApiError::invalid_request(outcome.code, outcome.message);
+  error.status = status;
+  nlohmann::json body = nlohmann::json::parse(error.body(), nullptr, false);
+  if (!outcome.report.is_null()) body["entry"] = outcome.report;  // the gate's table, for the operator
+  std::string text_body = dump_text(body);
+  co_await exchange.send_json(static_cast<http::status>(status), std::move(text_body));
 }
 
 awaitable<void> AdminHandler::invalidate_cache(HttpExchange& exchange) {

@@ -2,7 +2,9 @@
 // apart from the public port, after Envoy's admin interface: GET /metrics (Prometheus),
 // POST /admin/reload (routing policy and client keys), GET /admin/stats, and the answer cache's
 // POST /admin/cache/invalidate ({"tags": [...]} or {"all": true} → {"removed": n}) and
-// GET /admin/cache/stats.
+// GET /admin/cache/stats; and the edge LLM's lifecycle: GET /admin/edge (what serves, the last
+// promotion and rollback with the gate's figures), POST /admin/edge/promote
+// ({"dir", "task"?, "data"?, "by"?}) and POST /admin/edge/rollback ({"by"?}).
 //
 // Every request is checked before it is dispatched:
 //   - Host (port ignored) must be in server.admin_allowed_hosts, and an Origin header, when
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "cache/answer_cache.h"
+#include "edge/edge_control.h"
 #include "router/router.h"
 #include "server/http_server.h"
 #include "server/key_store.h"
@@ -35,17 +38,22 @@ class AdminHandler : public RequestHandler {
   void on_protocol_error(int status) override;
   // The answer cache the cache routes act on (null: they answer 404 cache_disabled).
   void use_cache(cache::AnswerCache* cache) { cache_ = cache; }
+  // The edge LLM's lifecycle the /admin/edge routes act on (null: 404 edge_llm_disabled).
+  void use_edge(edge::EdgeControl* edge) { edge_ = edge; }
 
  private:
   awaitable<void> dispatch(HttpExchange& exchange, const std::string& path);
   awaitable<void> reload(HttpExchange& exchange);
   awaitable<void> invalidate_cache(HttpExchange& exchange);
+  awaitable<void> change_edge(HttpExchange& exchange, bool promote);
+  awaitable<void> refuse_no_edge(HttpExchange& exchange);
 
   std::vector<std::string> allowed_hosts_;
   std::string token_;
   router::Router& router_;
   KeyStore* keys_;
   cache::AnswerCache* cache_ = nullptr;
+  edge::EdgeControl* edge_ = nullptr;
 };
 
 // The host part of a Host header or an Origin ("http://h:1" → "h", "[::1]:8081" → "[::1]"),

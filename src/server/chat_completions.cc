@@ -157,7 +157,7 @@ ChatCompletions::ChatCompletions(const Config& config, std::map<std::string, clo
     edge_intent_verified_ = std::make_unique<chain::EdgeIntentSource>(
         edge_.intent_model_id(), judge == pools_.end() ? nullptr : judge->second);
   }
-  if (edge_.llm) edge_llm_ = std::make_unique<chain::EdgeLlmSource>(*edge_.llm, edge_.llm_model_id());
+  if (edge_.llm) edge_llm_ = std::make_unique<chain::EdgeLlmSource>(*edge_.llm);
   chain::ChainHooks hooks;
   hooks.on_cloud_outcome = [this](const chain::AttemptError* error) {
     if (offline_ == nullptr) return;

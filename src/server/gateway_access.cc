@@ -37,6 +37,7 @@ Result<std::optional<tcp::endpoint>> GatewayAccess::start_admin(asio::io_context
   admin_handler_ = std::make_unique<AdminHandler>(config_.admin_allowed_hosts, admin_token_,
                                                   router_, keys_.get());
   admin_handler_->use_cache(cache_);
+  admin_handler_->use_edge(edge_);
   ServerConfig admin_config = config_;
   admin_config.listen = config_.admin_listen;
   admin_server_ = std::make_unique<HttpServer>(io, admin_config, *admin_handler_);

@@ -36,6 +36,7 @@ class GatewayAccess {
   Result<std::optional<tcp::endpoint>> start_admin(asio::io_context& io);
   // The answer cache the admin routes act on (before start_admin; null = none).
   void use_cache(cache::AnswerCache* cache) { cache_ = cache; }
+  void use_edge(edge::EdgeControl* edge) { edge_ = edge; }
   // Stops the admin listener (on SIGTERM, with the public one).
   void stop();
 
@@ -51,6 +52,7 @@ class GatewayAccess {
   router::Router& router_;
   std::string admin_token_;
   std::unique_ptr<KeyStore> keys_;
+  edge::EdgeControl* edge_ = nullptr;
   std::unique_ptr<AdminHandler> admin_handler_;
   cache::AnswerCache* cache_ = nullptr;
   std::unique_ptr<HttpServer> admin_server_;

@@ -175,7 +175,9 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
       status["cache"] = {{"enabled", true},
                          {"redis", shared ? nlohmann::json(*shared ? "up" : "down") : nlohmann::json("off")}};
     }
-    std::string body = status.dump();
+    // Which edge LLM versions serve per task type, and the last promotion and rollback.
+    if (edge_.control) status["edge_llm"] = edge_.control->status(/*brief=*/true);
+    std::string body = dump_text(status);
     co_await exchange.send_json(ready ? http::status::ok : http::status::service_unavailable, std::move(body));
   } else if (route == "/v1/models") {
     nlohmann::json data = nlohmann::json::array();

@@ -86,6 +86,12 @@ class HttpExchange {
   void set_under_pressure(bool value) { under_pressure_ = value; }
   bool under_pressure() const { return under_pressure_; }
   std::size_t bytes_sent() const { return bytes_sent_; }
+  // The client's address, "unknown" when the socket cannot tell (it went away).
+  std::string peer_address() const {
+    beast::error_code ec;
+    const auto peer = stream_.socket().remote_endpoint(ec);
+    return ec ? std::string("unknown") : peer.address().to_string();
+  }
 
   // The client key that authenticated this request (set by GatewayHandler); null when auth is off.
   const std::shared_ptr<const ClientKey>& client_key() const { return client_key_; }

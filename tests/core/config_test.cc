@@ -283,5 +283,34 @@ edge:
   }
 }
 
+TEST(ConfigEdgeAdaptersTest, HistoryAndGateAreReadAndChecked) {
+  auto config = load_config_text(R"(
+edge:
+  llm:
+    model_path: base.gguf
+    history: var/edge-history.jsonl
+    gate: {data: regression.jsonl, f1_tolerance: 0.05, speed_tolerance: 0.5, max_rows: 40}
+)", "lifecycle.yaml");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  const auto& llm = config->edge.llm;
+  EXPECT_EQ(llm.history, "var/edge-history.jsonl");
+  EXPECT_EQ(llm.gate.data, "regression.jsonl");
+  EXPECT_DOUBLE_EQ(llm.gate.f1_tolerance, 0.05);
+  EXPECT_DOUBLE_EQ(llm.gate.speed_tolerance, 0.5);
+  EXPECT_EQ(llm.gate.max_rows, 40);
+  EXPECT_DOUBLE_EQ(default_config().edge.llm.gate.f1_tolerance, 0.02);
+
+  for (const auto& [yaml, field] : std::vector<std::pair<std::string, std::string>>{
+           {"edge: {llm: {gate: {f1_tolerance: 2}}}", "edge.llm.gate.f1_tolerance"},
+           {"edge: {llm: {gate: {speed_tolerance: 1}}}", "edge.llm.gate.speed_tolerance"},
+           {"edge: {llm: {gate: {max_rows: -1}}}", "edge.llm.gate.max_rows"},
+           {"edge: {llm: {gate: {rows: 3}}}", "rows"},
+       }) {
+    auto bad = load_config_text(yaml, "bad.yaml");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_NE(bad.error().message.find(field), std::string::npos) << bad.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace hengshi

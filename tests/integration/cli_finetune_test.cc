@@ -115,21 +115,7 @@ TEST_F(CliFinetuneTest, TheGateRefusesACandidateTrainedOnShuffledAnswers) {
   // The baseline: the FAQ as it is. The candidate: the same questions with their answers rotated
   // among the intents, as a bad data export would. Same budget, same seed.
   const std::string shuffled = *dir_ + "/shuffled.jsonl";
-  {
-    std::ifstream in(data());
-    std::vector<json> rows;
-    std::vector<std::string> answers;
-    for (std::string line; std::getline(in, line);) {
-      rows.push_back(json::parse(line));
-      if (rows.back().contains("answer")) answers.push_back(rows.back()["answer"]);
-    }
-    std::ofstream out(shuffled);
-    std::size_t next = 1;
-    for (auto& row : rows) {
-      if (row.contains("answer")) row["answer"] = answers[next++ % answers.size()];
-      out << row.dump() << "\n";
-    }
-  }
+  write_shuffled_answers(data(), shuffled);
   const std::vector<std::string> budget = {"--output", "full", "--epochs", "60", "--lr", "2e-3",
                                            "--heldout", "0", "--eval-rows", "0"};
   auto good = finetune(*dir_ + "/gate-baseline", budget);

@@ -32,6 +32,24 @@ inline std::vector<nlohmann::json> write_demo_faq_slice(const std::string& path,
   return written;
 }
 
+// The rows of `in` with their answers rotated among the rows that have one: the data of a bad
+// export, for a candidate the gate must refuse.
+inline void write_shuffled_answers(const std::string& in_path, const std::string& out_path) {
+  std::ifstream in(in_path);
+  std::vector<nlohmann::json> rows;
+  std::vector<std::string> answers;
+  for (std::string line; std::getline(in, line);) {
+    rows.push_back(nlohmann::json::parse(line));
+    if (rows.back().contains("answer")) answers.push_back(rows.back()["answer"]);
+  }
+  std::ofstream out(out_path);
+  std::size_t next = 1;
+  for (auto& row : rows) {
+    if (row.contains("answer")) row["answer"] = answers[next++ % answers.size()];
+    out << row.dump() << "\n";
+  }
+}
+
 // `hengshi make-test-model` for a model `hengshi finetune` can train in seconds.
 inline ChildProcess::Finished make_finetunable_test_model(const std::string& path,
                                                           const std::string& seed = "42") {
