@@ -6,7 +6,11 @@
 // training questions and on held-out paraphrases before and after, and the LoRA's worst
 // relative SVD error. Then generation tokens/s of the base alone, of the base with each adapter
 // and of the full model, in alternating rounds (best and median of each), with each adapter's
-// ratio to the base: the budget is an adapter costing at most 10%.
+// ratio to the base: the budget is an adapter costing at most 10%. Last, the live slot
+// under load: two threads generate for task type faq without pause while the lifecycle promotes
+// the r=A adapter, then r=B, and rolls back twice (the first a swap to the version kept loaded,
+// the second a load); it prints each change's side-load and swap time, the generations that
+// ran meanwhile and any that failed.
 //
 //   bench_edge_finetune [--data FILE] [--intents N] [--per-intent N] [--epochs N] [--lr X]
 //                       [--ranks A,B] [--threads N] [--tokens N] [--rounds N] [--out DIR]
@@ -25,8 +29,12 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
+#include <thread>
+
 #include "edge/llm_engine.h"
 #include "edge/llm_finetune.h"
+#include "edge/llm_lifecycle.h"
 #include "edge/llm_test_model.h"
 
 namespace fs = std::filesystem;
@@ -196,6 +204,68 @@ double tokens_per_second(LlmEngine& engine, const std::string& adapter, int toke
   return generated->completion_tokens / seconds;  // prompt decode included in the time
 }
 
+// Promotions and rollbacks of the live slot while two threads generate without pause.
+void swap_under_load(const Options& o, const std::string& base, const std::string& data,
+                     const std::vector<std::string>& adapter_dirs) {
+  EdgeLlmConfig config;
+  config.model_path = base;
+  config.threads = 1;
+  config.context_tokens = 256;
+  config.max_tokens = 32;
+  config.workers = 2;
+  config.history = o.out + "/history.jsonl";
+  config.gate.data = data;
+  config.gate.max_rows = 12;
+  config.gate.speed_tolerance = 0.5;  // r=128 is slower than r=32 on this tiny model (above)
+  auto lifecycle = LlmLifecycle::start(config);
+  if (!lifecycle) {
+    std::printf("live slot: cannot start: %s\n", lifecycle.error().message.c_str());
+    return;
+  }
+  auto slot = (*lifecycle)->slot();
+  std::atomic<bool> stop{false};
+  std::atomic<int> generations{0}, failures{0};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 2; ++t) {
+    load.emplace_back([&] {
+      GenerationRequest request;
+      request.messages = {{"user", "我的订单到哪了"}};
+      request.max_tokens = 32;
+      while (!stop) {
+        const auto serving = slot->current();  // as the gateway's source does: held to the end
+        request.adapter = serving->engine->has_adapter("faq") ? "faq" : "";
+        auto generated = serving->engine->generate_blocking(request);
+        if (!generated) ++failures;
+        ++generations;
+      }
+    });
+  }
+  std::printf("\nlive slot under load (2 threads generating for task faq without pause):\n");
+  std::printf("%-38s %-11s %10s %10s %12s %9s\n", "change", "result", "load ms", "swap ms", "generations", "failed");
+  auto report = [&](const std::string& what, const EdgeOutcome& outcome, int before, int failed_before) {
+    const auto e = outcome.report.is_object() ? outcome.report : nlohmann::json::object();
+    std::printf("%-38s %-11s %10.1f %10.3f %12d %9d%s\n", what.c_str(),
+                outcome.took() ? e.value("result", "").c_str() : outcome.code.c_str(), e.value("load_ms", 0.0),
+                e.value("swap_ms", 0.0), generations - before, failures - failed_before,
+                outcome.took() ? "" : ("  (" + outcome.message + ")").c_str());
+    std::fflush(stdout);
+  };
+  for (std::size_t i = 0; i < adapter_dirs.size(); ++i) {
+    const int before = generations, failed = failures;
+    auto outcome = (*lifecycle)->promote_now({adapter_dirs[i], "faq", "", "bench"});
+    report("promote " + fs::path(adapter_dirs[i]).filename().string() + " (gate, 12 rows)", outcome, before, failed);
+  }
+  for (const char* what : {"rollback (to the version kept loaded)", "rollback (loads from disk)"}) {
+    const int before = generations, failed = failures;
+    auto outcome = (*lifecycle)->rollback_now("bench");
+    report(what, outcome, before, failed);
+  }
+  stop = true;
+  for (auto& thread : load) thread.join();
+  std::printf("serving at the end: %s; generations %d, failed %d\n", slot->current()->state.describe().c_str(),
+              generations.load(), failures.load());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -317,6 +387,13 @@ int main(int argc, char** argv) {
     std::printf("target: %s costs at most 10%% (median ratio %.2f >= 0.90): %s\n", v.name.c_str(), ratio,
                 ratio >= 0.90 ? "met" : "NOT met");
   }
+  engine->reset();
+  full->reset();
+  std::vector<std::string> adapter_dirs;
+  for (const auto& v : variants) {
+    if (v.rank > 0) adapter_dirs.push_back(v.dir);
+  }
+  swap_under_load(o, base, data, adapter_dirs);
   std::error_code ec;
   fs::remove_all(o.out, ec);
   return 0;

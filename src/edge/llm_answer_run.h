@@ -26,7 +26,22 @@ struct AnswerRun {
   Error first_error;                 // the first of those errors
 };
 
-// `adapter` "" = the base; `max_tokens` 0 = the engine's default.
+// Greedy answers added one row at a time: answer_rows() runs one engine over a set; the gate
+// interleaves two so both are timed under the same load.
+class AnswerTally {
+ public:
+  // `adapter` "" = the base; `max_tokens` 0 = the engine's default.
+  void answer(LlmEngine& engine, const std::string& adapter, const FinetuneRow& row, int max_tokens);
+  AnswerRun finish() &&;
+
+ private:
+  AnswerRun run_;
+  double f1_ = 0;
+  int exact_ = 0;
+  long tokens_ = 0;
+  double seconds_ = 0;
+};
+
 AnswerRun answer_rows(LlmEngine& engine, const std::string& adapter,
                       const std::vector<FinetuneRow>& rows, int max_tokens);
 

@@ -35,24 +35,29 @@ Result<LlmConfig> serving_config(const std::string& dir, int threads, GateSide& 
   return config;
 }
 
-Status measure(const std::string& dir, const std::vector<FinetuneRow>& rows, int threads, GateSide& side) {
-  auto config = serving_config(dir, threads, side);
-  if (!config) return config.error();
-  auto engine = LlmEngine::load(*config);
-  if (!engine) return engine.error();
-  return measure_engine(**engine, config->adapters.empty() ? "" : "gate", rows, side);
-}
-
-}  // namespace
-
-Status measure_engine(LlmEngine& engine, const std::string& adapter, const std::vector<FinetuneRow>& rows,
-                      GateSide& side) {
-  auto run = answer_rows(engine, adapter, rows, /*max_tokens=*/0);
-  if (run.failed > 0) return run.first_error;
+void fill(GateSide& side, const AnswerRun& run) {
   side.rows = run.scores.rows;
   side.f1 = run.scores.mean_f1;
   side.exact = run.scores.exact;
   side.tokens_per_second = run.tokens_per_second;
+}
+
+}  // namespace
+
+Status measure_pair(const GateEngine& baseline, const GateEngine& candidate, const std::vector<FinetuneRow>& rows,
+                    GateSide& baseline_side, GateSide& candidate_side) {
+  AnswerTally base_tally, candidate_tally;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i % 2 == 0) base_tally.answer(baseline.engine, baseline.adapter, rows[i], 0);
+    candidate_tally.answer(candidate.engine, candidate.adapter, rows[i], 0);
+    if (i % 2 == 1) base_tally.answer(baseline.engine, baseline.adapter, rows[i], 0);
+  }
+  const AnswerRun base_run = std::move(base_tally).finish();
+  const AnswerRun candidate_run = std::move(candidate_tally).finish();
+  if (base_run.failed > 0) return base_run.first_error;
+  if (candidate_run.failed > 0) return candidate_run.first_error;
+  fill(baseline_side, base_run);
+  fill(candidate_side, candidate_run);
   return Ok{};
 }
 
@@ -69,8 +74,20 @@ Result<GateReport> run_gate(const GateOptions& options) {
   auto rows = read_gate_rows(options.data_path, options.max_rows);
   if (!rows) return rows.error();
   GateReport report;
-  if (auto s = measure(options.baseline_dir, *rows, options.threads, report.baseline); !s) return s.error();
-  if (auto s = measure(options.candidate_dir, *rows, options.threads, report.candidate); !s) return s.error();
+  auto baseline_config = serving_config(options.baseline_dir, options.threads, report.baseline);
+  if (!baseline_config) return baseline_config.error();
+  auto candidate_config = serving_config(options.candidate_dir, options.threads, report.candidate);
+  if (!candidate_config) return candidate_config.error();
+  auto baseline = LlmEngine::load(*baseline_config);
+  if (!baseline) return baseline.error();
+  auto candidate = LlmEngine::load(*candidate_config);
+  if (!candidate) return candidate.error();
+  auto adapter_of = [](const LlmConfig& config) { return config.adapters.empty() ? "" : "gate"; };
+  if (auto s = measure_pair({**baseline, adapter_of(*baseline_config)}, {**candidate, adapter_of(*candidate_config)},
+                            *rows, report.baseline, report.candidate);
+      !s) {
+    return s.error();
+  }
   report.verdict = judge(report.candidate, report.baseline, options.tolerance);
   return report;
 }

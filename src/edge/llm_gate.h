@@ -31,11 +31,17 @@ struct GateReport {
 // Errors: model_invalid (a directory or its manifest), data_invalid, model_load_failed.
 Result<GateReport> run_gate(const GateOptions& options);
 
-// One side of the gate on an engine already loaded (the gateway's promotion loads both sides
-// itself): F1, exact share and tokens/s of `adapter` ("" = the base) over `rows`. `side`'s
-// dir, version and kind are the caller's. Errors: the first failed generation's.
-Status measure_engine(LlmEngine& engine, const std::string& adapter, const std::vector<FinetuneRow>& rows,
-                      GateSide& side);
+// Both sides of the gate on engines already loaded (the gateway's promotion loads them itself):
+// F1, exact share and tokens/s of each engine with its adapter ("" = the base) over `rows`,
+// row by row in alternation (and alternating which goes first) so that both are timed under
+// the same load. The sides' dir, version and kind are the caller's. Errors: the first failed
+// generation's.
+struct GateEngine {
+  LlmEngine& engine;
+  std::string adapter;
+};
+Status measure_pair(const GateEngine& baseline, const GateEngine& candidate, const std::vector<FinetuneRow>& rows,
+                    GateSide& baseline_side, GateSide& candidate_side);
 // The rows of a regression set, the first `max_rows` of them (0 = all).
 Result<std::vector<FinetuneRow>> read_gate_rows(const std::string& path, int max_rows);
 

@@ -182,13 +182,16 @@ Result<nlohmann::json> LlmLifecycle::run_gate(const PromoteRequest& request, con
   auto rows = read_gate_rows(data, config_.gate.max_rows);
   if (!rows) return rows.error();
   // The task's adapter on each side ("" = its base); the baseline is a fresh copy of what serves,
-  // so both sides are timed on an idle engine.
+  // so both sides are timed on engines of their own, in alternation, under the same load.
   auto adapter_of = [&request](const LlmServing& serving) {
     return serving.state.adapters.contains(request.task) ? request.task : std::string();
   };
   GateSide base_side, candidate_side;
-  if (auto s = measure_engine(*baseline.engine, adapter_of(baseline), *rows, base_side); !s) return s.error();
-  if (auto s = measure_engine(*candidate.engine, adapter_of(candidate), *rows, candidate_side); !s) return s.error();
+  if (auto s = measure_pair({*baseline.engine, adapter_of(baseline)}, {*candidate.engine, adapter_of(candidate)},
+                            *rows, base_side, candidate_side);
+      !s) {
+    return s.error();
+  }
   base_side.version = baseline.state.describe();
   candidate_side.version = candidate.state.describe();
   const GateTolerance tolerance{config_.gate.f1_tolerance, config_.gate.speed_tolerance};
