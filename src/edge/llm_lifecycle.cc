@@ -58,6 +58,10 @@ Result<std::shared_ptr<const LlmServing>> load_serving(const EdgeLlmConfig& knob
     if (manifest->training.value("kind", "") != "full") {
       return Error{"model_invalid", "edge.llm: " + state.model_dir + " holds a LoRA adapter, not a full model"};
     }
+    if (!state.model_version.empty() && manifest->model_version != state.model_version) {
+      return Error{"model_invalid", "edge.llm: " + state.model_dir + " now holds " + manifest->model_version +
+                                        ", not the promoted " + state.model_version + " (promote it to serve it)"};
+    }
     state.model_path = (fs::path(state.model_dir) / manifest->model_file).string();
     state.model_version = manifest->model_version;
   }
@@ -78,6 +82,13 @@ Result<std::shared_ptr<const LlmServing>> load_serving(const EdgeLlmConfig& knob
   for (auto& [task, adapter] : state.adapters) {
     auto checked = checked_adapter(task, adapter, *base, state.model_path);
     if (!checked) return checked.error();
+    // A state from the history names the versions that passed the gate: a directory rewritten
+    // in place since then must not serve ungated.
+    if (!adapter.version.empty() && checked->version != adapter.version) {
+      return Error{"model_invalid", "edge.llm.adapters." + task + ": " + adapter.dir + " now holds " +
+                                        checked->version + ", not the promoted " + adapter.version +
+                                        " (promote it to serve it)"};
+    }
     adapter.version = checked->version;
     config.adapters.push_back(std::move(*checked));
   }

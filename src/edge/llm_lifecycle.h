@@ -29,8 +29,9 @@ namespace hengshi::edge {
 
 // Loads `state` with the engine knobs of `knobs`: checks a promoted full model's directory and
 // each adapter's manifest (and that it was trained on this base), hashes the base, loads the
-// engine. The returned state has the versions filled in. Errors name the config field or the
-// directory.
+// engine. The returned state has the versions filled in; versions already in `state` (from
+// the history) must match the manifests, so a directory rewritten since its promotion is refused.
+// Errors name the config field or the directory.
 Result<std::shared_ptr<const LlmServing>> load_serving(const EdgeLlmConfig& knobs, ServingState state);
 
 class LlmLifecycle : public EdgeControl {

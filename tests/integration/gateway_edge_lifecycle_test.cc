@@ -216,6 +216,19 @@ TEST_F(GatewayEdgeLifecycleTest, PromoteWhileStreamingRefuseWorseAndCorruptRollB
   status = admin_get("/admin/edge").json();
   EXPECT_EQ(status["source"], "history") << status.dump();
   EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + version);
+
+  // The promoted directory rewritten in place (another version in its manifest): a restart must
+  // not serve it ungated — the config's state serves, and the reason is shown.
+  json rewritten = manifest(good());
+  rewritten["model_version"] = "20270101T000000Z-00000000";
+  std::ofstream(good() + "/manifest.json") << rewritten.dump(2);
+  gateway_.reset();
+  gateway_ = std::make_unique<ChildProcess>(
+      ChildProcess::start({binary_path("src/cli/hengshi"), "serve", "--config", config_path_}));
+  status = admin_get("/admin/edge").json();
+  EXPECT_NE(status["source"].get<std::string>().find("not the promoted " + version), std::string::npos)
+      << status.dump();
+  EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf");
 }
 
 }  // namespace
