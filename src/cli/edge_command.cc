@@ -17,29 +17,6 @@
 namespace hengshi::cli {
 namespace {
 
-#ifdef HENGSHI_HAVE_LLAMA
-void print_side(const char* name, const edge::GateSide& side) {
-  std::printf("%-10s %-6s %-34s %5d %8.3f %7.2f %10.1f\n", name, side.kind.c_str(), side.version.c_str(),
-              side.rows, side.f1, side.exact, side.tokens_per_second);
-}
-
-int run_gate_command(const edge::GateOptions& options) {
-  auto report = edge::run_gate(options);
-  if (!report) {
-    std::fprintf(stderr, "hengshi edge gate: %s: %s\n", report.error().code.c_str(),
-                 report.error().message.c_str());
-    return 2;
-  }
-  std::printf("%-10s %-6s %-34s %5s %8s %7s %10s\n", "", "kind", "version", "rows", "F1", "exact", "tok/s");
-  print_side("baseline", report->baseline);
-  print_side("candidate", report->candidate);
-  for (const auto& reason : report->verdict.reasons) std::printf("  worse: %s\n", reason.c_str());
-  std::printf("gate: %s (tolerance: F1 %.3f, speed %.0f%%)\n", report->verdict.passed ? "PASS" : "FAIL",
-              options.tolerance.f1, options.tolerance.speed * 100);
-  return report->verdict.passed ? 0 : 1;
-}
-#endif
-
 // One line for a serving state of the history: "base.gguf + faq@<version>".
 std::string serving_line(const nlohmann::json& state) {
   auto parsed = edge::ServingState::from_json(state);
@@ -67,15 +44,29 @@ std::string who(const AdminOptions& options) {
   return std::string(user != nullptr && *user != '\0' ? user : "unknown") + " (hengshi edge)";
 }
 
+// A figure of the gate's table, "-" when it was not measured (null).
+std::string figure(const nlohmann::json& value, const char* format) {
+  if (!value.is_number()) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, format, value.get<double>());
+  return text;
+}
+
+// The gate's table (gate_json()), from `hengshi edge gate` or a promotion's history entry.
 void print_gate(const nlohmann::json& gate) {
   if (!gate.is_object()) return;
-  std::printf("gate on %s (%d rows), tolerance F1 %.3f, speed %.0f%%\n", gate.value("data", "").c_str(),
-              gate.value("rows", 0), gate["tolerance"].value("f1", 0.0), 100 * gate["tolerance"].value("speed", 0.0));
-  std::printf("  %-10s %-48s %8s %7s %10s\n", "", "version", "F1", "exact", "tok/s");
+  const auto& t = gate["tolerance"];
+  std::printf("gate on %s: %d rows, %d out of scope; tolerance F1 %.3f, intent %.2f, refusals %.2f, speed %.0f%%\n",
+              gate.value("data", "").c_str(), gate.value("rows", 0), gate.value("oos_rows", 0), t.value("f1", 0.0),
+              t.value("agreement", 0.0), t.value("refusal", 0.0), 100 * t.value("speed", 0.0));
+  std::printf("  %-10s %-5s %-48s %7s %6s %7s %7s %9s\n", "", "kind", "version", "F1", "exact", "intent", "refuse",
+              "tok/s");
   for (const char* side : {"baseline", "candidate"}) {
     const auto& s = gate[side];
-    std::printf("  %-10s %-48s %8.3f %7.2f %10.1f\n", side, s.value("version", "").c_str(), s.value("f1", 0.0),
-                s.value("exact", 0.0), s.value("tokens_per_second", 0.0));
+    std::printf("  %-10s %-5s %-48s %7s %6s %7s %7s %9s\n", side, s.value("kind", "").c_str(),
+                s.value("version", "").c_str(), figure(s["f1"], "%.3f").c_str(), figure(s["exact"], "%.2f").c_str(),
+                figure(s["intent_agreement"], "%.2f").c_str(), figure(s["refusal_rate"], "%.2f").c_str(),
+                figure(s["tokens_per_second"], "%.1f").c_str());
   }
   for (const auto& reason : gate["reasons"]) std::printf("  worse: %s\n", reason.get<std::string>().c_str());
 }
@@ -116,6 +107,20 @@ int call_admin(const AdminOptions& options, const std::string& method, const std
   return reply->status == 422 ? 1 : 2;
 }
 
+#ifdef HENGSHI_HAVE_LLAMA
+int run_gate_command(const edge::GateOptions& options) {
+  auto report = edge::run_gate(options);
+  if (!report) {
+    std::fprintf(stderr, "hengshi edge gate: %s: %s\n", report.error().code.c_str(),
+                 report.error().message.c_str());
+    return 2;
+  }
+  print_gate(report->table);
+  std::printf("gate: %s\n", report->verdict.passed ? "PASS" : "FAIL");
+  return report->verdict.passed ? 0 : 1;
+}
+#endif
+
 }  // namespace
 
 void add_edge_command(CLI::App& app, int& exit_code) {
@@ -154,6 +159,11 @@ void add_edge_command(CLI::App& app, int& exit_code) {
   gate->add_option("--data", options->data_path, "regression rows (as finetune reads them)")->required();
   gate->add_option("--f1-tolerance", options->tolerance.f1, "how much lower the candidate's F1 may be");
   gate->add_option("--speed-tolerance", options->tolerance.speed, "how much slower (share) it may generate");
+  gate->add_option("--agreement-tolerance", options->tolerance.agreement,
+                   "how much less often its answers may match the question's intent");
+  gate->add_option("--refusal-tolerance", options->tolerance.refusal,
+                   "how much less often it may refuse out-of-scope (__oos__) rows");
+  gate->add_option("--refusal", options->refusal, "refusal text when no __oos__ row gives one");
   gate->add_option("--threads", options->threads, "compute threads (0 = all cores)");
   gate->add_option("--max-rows", options->max_rows, "score at most this many rows (0 = all)");
   gate->callback([options, &exit_code] { exit_code = run_gate_command(*options); });

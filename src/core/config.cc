@@ -269,10 +269,14 @@ void apply(const YAML::Node& root, Config& config) {
       read(llm, "edge.llm", "summary_chars", l.summary_chars);
       read(llm, "edge.llm", "history", l.history);
       if (const YAML::Node gate = llm["gate"]) {
-        reject_unknown(gate, "edge.llm.gate", {"data", "f1_tolerance", "speed_tolerance", "max_rows"});
+        reject_unknown(gate, "edge.llm.gate", {"data", "f1_tolerance", "speed_tolerance", "agreement_tolerance",
+                                               "refusal_tolerance", "refusal", "max_rows"});
         read(gate, "edge.llm.gate", "data", l.gate.data);
         read(gate, "edge.llm.gate", "f1_tolerance", l.gate.f1_tolerance);
         read(gate, "edge.llm.gate", "speed_tolerance", l.gate.speed_tolerance);
+        read(gate, "edge.llm.gate", "agreement_tolerance", l.gate.agreement_tolerance);
+        read(gate, "edge.llm.gate", "refusal_tolerance", l.gate.refusal_tolerance);
+        read(gate, "edge.llm.gate", "refusal", l.gate.refusal);
         read(gate, "edge.llm.gate", "max_rows", l.gate.max_rows);
       }
       if (const YAML::Node adapters = llm["adapters"]) {
@@ -490,6 +494,10 @@ Status validate_config(const Config& config) {
     }
     if (!(llm.gate.speed_tolerance >= 0 && llm.gate.speed_tolerance < 1)) {
       throw FieldError{"edge.llm.gate.speed_tolerance", "must be in [0, 1)"};
+    }
+    for (const auto& [value, field] : {std::pair{llm.gate.agreement_tolerance, "edge.llm.gate.agreement_tolerance"},
+                                       std::pair{llm.gate.refusal_tolerance, "edge.llm.gate.refusal_tolerance"}}) {
+      if (!(value >= 0 && value <= 1)) throw FieldError{field, "must be in [0, 1]"};
     }
     if (llm.gate.max_rows < 0) throw FieldError{"edge.llm.gate.max_rows", "must be >= 0 (0 = all)"};
     std::set<std::string> pool_names;

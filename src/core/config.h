@@ -114,6 +114,11 @@ struct EdgeGateConfig {
                                   // promotion names its own, else it is refused
   double f1_tolerance = 0.02;     // how much lower the candidate's answer F1 may be
   double speed_tolerance = 0.25;  // how much slower (share) it may generate
+  double agreement_tolerance = 0.05;  // how much less often its answer may match the intent
+  double refusal_tolerance = 0.05;    // how much less often it may refuse out-of-scope rows
+  // The refusal text for out-of-scope (__oos__) rows when the set gives none ("" = refusals are
+  // not measured).
+  std::string refusal;
   int max_rows = 0;               // score at most this many rows (0 = all)
 };
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/json_lines.h"
+#include "edge/intent_dataset.h"
 
 namespace hengshi::edge {
 namespace {
@@ -98,6 +99,7 @@ Result<FinetuneData> read_finetune_rows(const std::string& path) {
     if (!answer.empty()) {
       FinetuneRow parsed;
       parsed.line = line;
+      parsed.intent = intent;
       parsed.messages = {{"user", text}, {"assistant", answer}};
       ready.emplace_back(line, std::move(parsed));
     } else if (!intent.empty()) {
@@ -111,12 +113,18 @@ Result<FinetuneData> read_finetune_rows(const std::string& path) {
 
   for (auto& faq : pending) {
     const auto found = intent_answer.find(faq.intent);
-    if (found == intent_answer.end()) {
-      ++data.skipped_without_answer;
-      continue;
-    }
     FinetuneRow parsed;
     parsed.line = faq.line;
+    parsed.intent = faq.intent;
+    if (found == intent_answer.end()) {
+      if (faq.intent == kOutOfScopeIntent) {
+        parsed.messages = {{"user", std::move(faq.text)}, {"assistant", ""}};
+        data.out_of_scope.push_back(std::move(parsed));
+      } else {
+        ++data.skipped_without_answer;
+      }
+      continue;
+    }
     parsed.messages = {{"user", std::move(faq.text)}, {"assistant", found->second}};
     ready.emplace_back(faq.line, std::move(parsed));
   }

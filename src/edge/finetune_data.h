@@ -20,6 +20,7 @@ namespace hengshi::edge {
 struct FinetuneRow {
   std::vector<ChatMessage> messages;  // the last one is the assistant's answer
   std::size_t line = 0;               // 1-based line in the file
+  std::string intent;                 // a FAQ row's intent ("__oos__": out of scope); "" otherwise
   const std::string& answer() const { return messages.back().text; }
   // Every message but the answer: what the model is asked.
   std::vector<ChatMessage> prompt() const {
@@ -29,7 +30,10 @@ struct FinetuneRow {
 
 struct FinetuneData {
   std::vector<FinetuneRow> rows;
-  std::size_t skipped_without_answer = 0;  // FAQ rows whose intent has no answer
+  std::size_t skipped_without_answer = 0;  // FAQ rows whose intent has no answer (not __oos__)
+  // __oos__ rows when no __oos__ row gives a refusal answer: nothing to learn, but the gate asks
+  // them (answer() is ""). With a refusal answer they are ordinary rows, trained to refuse.
+  std::vector<FinetuneRow> out_of_scope;
 };
 
 // Errors: data_invalid naming the file and line (bad JSON, a missing field, a conversation

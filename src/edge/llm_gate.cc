@@ -44,35 +44,49 @@ void fill(GateSide& side, const AnswerRun& run) {
 
 }  // namespace
 
-Status measure_pair(const GateEngine& baseline, const GateEngine& candidate, const std::vector<FinetuneRow>& rows,
+Status measure_pair(const GateEngine& baseline, const GateEngine& candidate, const GateSet& set,
                     GateSide& baseline_side, GateSide& candidate_side) {
-  AnswerTally base_tally, candidate_tally;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (i % 2 == 0) base_tally.answer(baseline.engine, baseline.adapter, rows[i], 0);
-    candidate_tally.answer(candidate.engine, candidate.adapter, rows[i], 0);
-    if (i % 2 == 1) base_tally.answer(baseline.engine, baseline.adapter, rows[i], 0);
+  // Row by row in alternation, alternating which side goes first.
+  auto interleave = [&](const std::vector<FinetuneRow>& rows, AnswerTally& base_tally, AnswerTally& candidate_tally) {
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (i % 2 == 0) base_tally.answer(baseline.engine, baseline.adapter, rows[i], 0);
+      candidate_tally.answer(candidate.engine, candidate.adapter, rows[i], 0);
+      if (i % 2 == 1) base_tally.answer(baseline.engine, baseline.adapter, rows[i], 0);
+    }
+  };
+  AnswerTally base_tally, candidate_tally, base_oos, candidate_oos;
+  interleave(set.in_scope, base_tally, candidate_tally);
+  interleave(set.out_of_scope, base_oos, candidate_oos);
+  const AnswerRun runs[] = {std::move(base_tally).finish(), std::move(candidate_tally).finish(),
+                            std::move(base_oos).finish(), std::move(candidate_oos).finish()};
+  for (const auto& run : runs) {
+    if (run.failed > 0) return run.first_error;
   }
-  const AnswerRun base_run = std::move(base_tally).finish();
-  const AnswerRun candidate_run = std::move(candidate_tally).finish();
-  if (base_run.failed > 0) return base_run.first_error;
-  if (candidate_run.failed > 0) return candidate_run.first_error;
-  fill(baseline_side, base_run);
-  fill(candidate_side, candidate_run);
+  fill(baseline_side, runs[0]);
+  fill(candidate_side, runs[1]);
+  baseline_side.intent_agreement = intent_agreement(set, runs[0].answers);
+  candidate_side.intent_agreement = intent_agreement(set, runs[1].answers);
+  baseline_side.oos_rows = candidate_side.oos_rows = static_cast<int>(set.out_of_scope.size());
+  baseline_side.refusal_rate = refusal_rate(set, runs[2].answers);
+  candidate_side.refusal_rate = refusal_rate(set, runs[3].answers);
   return Ok{};
 }
 
-Result<std::vector<FinetuneRow>> read_gate_rows(const std::string& path, int max_rows) {
+Result<GateSet> read_gate_set(const std::string& path, int max_rows, const std::string& refusal) {
   auto data = read_finetune_rows(path);
   if (!data) return data.error();
-  std::vector<FinetuneRow> rows = std::move(data->rows);
-  if (rows.empty()) return Error{"data_invalid", path + ": no row with an answer"};
-  if (max_rows > 0 && static_cast<int>(rows.size()) > max_rows) rows.resize(max_rows);
-  return rows;
+  GateSet set = make_gate_set(*data, refusal);
+  if (set.in_scope.empty()) return Error{"data_invalid", path + ": no in-scope row with an answer"};
+  if (max_rows > 0) {
+    if (static_cast<int>(set.in_scope.size()) > max_rows) set.in_scope.resize(max_rows);
+    if (static_cast<int>(set.out_of_scope.size()) > max_rows) set.out_of_scope.resize(max_rows);
+  }
+  return set;
 }
 
 Result<GateReport> run_gate(const GateOptions& options) {
-  auto rows = read_gate_rows(options.data_path, options.max_rows);
-  if (!rows) return rows.error();
+  auto set = read_gate_set(options.data_path, options.max_rows, options.refusal);
+  if (!set) return set.error();
   GateReport report;
   auto baseline_config = serving_config(options.baseline_dir, options.threads, report.baseline);
   if (!baseline_config) return baseline_config.error();
@@ -84,11 +98,12 @@ Result<GateReport> run_gate(const GateOptions& options) {
   if (!candidate) return candidate.error();
   auto adapter_of = [](const LlmConfig& config) { return config.adapters.empty() ? "" : "gate"; };
   if (auto s = measure_pair({**baseline, adapter_of(*baseline_config)}, {**candidate, adapter_of(*candidate_config)},
-                            *rows, report.baseline, report.candidate);
+                            *set, report.baseline, report.candidate);
       !s) {
     return s.error();
   }
   report.verdict = judge(report.candidate, report.baseline, options.tolerance);
+  report.table = gate_json(options.data_path, *set, options.tolerance, report.baseline, report.candidate, report.verdict);
   return report;
 }
 

@@ -17,7 +17,9 @@ namespace hengshi::edge {
 struct GateOptions {
   std::string candidate_dir;
   std::string baseline_dir;
-  std::string data_path;  // rows as finetune reads them (finetune_data.h)
+  std::string data_path;  // rows as finetune reads them (finetune_data.h); __oos__ rows are
+                          // asked for refusals
+  std::string refusal;    // the refusal text when no __oos__ row gives one ("" = not measured)
   GateTolerance tolerance;
   int threads = 0;
   int max_rows = 0;  // 0 = every row
@@ -26,13 +28,15 @@ struct GateOptions {
 struct GateReport {
   GateSide candidate, baseline;
   GateVerdict verdict;
+  nlohmann::json table;  // gate_json()
 };
 
 // Errors: model_invalid (a directory or its manifest), data_invalid, model_load_failed.
 Result<GateReport> run_gate(const GateOptions& options);
 
 // Both sides of the gate on engines already loaded (the gateway's promotion loads them itself):
-// F1, exact share and tokens/s of each engine with its adapter ("" = the base) over `rows`,
+// F1, exact share, intent agreement and tokens/s of each engine with its adapter ("" = the base)
+// over the in-scope rows, and its refusals of the out-of-scope ones,
 // row by row in alternation (and alternating which goes first) so that both are timed under
 // the same load. The sides' dir, version and kind are the caller's. Errors: the first failed
 // generation's.
@@ -40,9 +44,10 @@ struct GateEngine {
   LlmEngine& engine;
   std::string adapter;
 };
-Status measure_pair(const GateEngine& baseline, const GateEngine& candidate, const std::vector<FinetuneRow>& rows,
+Status measure_pair(const GateEngine& baseline, const GateEngine& candidate, const GateSet& set,
                     GateSide& baseline_side, GateSide& candidate_side);
-// The rows of a regression set, the first `max_rows` of them (0 = all).
-Result<std::vector<FinetuneRow>> read_gate_rows(const std::string& path, int max_rows);
+// A regression set (make_gate_set), at most `max_rows` in-scope and as many out-of-scope rows
+// (0 = all). Errors: data_invalid.
+Result<GateSet> read_gate_set(const std::string& path, int max_rows, const std::string& refusal);
 
 }  // namespace hengshi::edge

@@ -37,11 +37,6 @@ Result<LlmAdapterConfig> checked_adapter(const std::string& task, const ServingA
                           static_cast<float>(adapter.scale), manifest->model_version};
 }
 
-nlohmann::json side_json(const GateSide& side, const std::string& adapter) {
-  return {{"version", side.version}, {"adapter", adapter}, {"rows", side.rows},   {"f1", side.f1},
-          {"exact", side.exact},     {"tokens_per_second", side.tokens_per_second}};
-}
-
 void count_change(const std::string& action, const std::string& result) {
   obs::Registry::global()
       .counter("hengshi_edge_llm_changes_total", "Edge LLM promotions and rollbacks by result",
@@ -190,8 +185,8 @@ EdgeOutcome LlmLifecycle::finish(HistoryEntry& entry, std::string code, std::str
 Result<nlohmann::json> LlmLifecycle::run_gate(const PromoteRequest& request, const LlmServing& baseline,
                                               const LlmServing& candidate, bool& passed) const {
   const std::string data = request.data.empty() ? config_.gate.data : request.data;
-  auto rows = read_gate_rows(data, config_.gate.max_rows);
-  if (!rows) return rows.error();
+  auto set = read_gate_set(data, config_.gate.max_rows, config_.gate.refusal);
+  if (!set) return set.error();
   // The task's adapter on each side ("" = its base); the baseline is a fresh copy of what serves,
   // so both sides are timed on engines of their own, in alternation, under the same load.
   auto adapter_of = [&request](const LlmServing& serving) {
@@ -199,22 +194,19 @@ Result<nlohmann::json> LlmLifecycle::run_gate(const PromoteRequest& request, con
   };
   GateSide base_side, candidate_side;
   if (auto s = measure_pair({*baseline.engine, adapter_of(baseline)}, {*candidate.engine, adapter_of(candidate)},
-                            *rows, base_side, candidate_side);
+                            *set, base_side, candidate_side);
       !s) {
     return s.error();
   }
   base_side.version = baseline.state.describe();
   candidate_side.version = candidate.state.describe();
-  const GateTolerance tolerance{config_.gate.f1_tolerance, config_.gate.speed_tolerance};
+  base_side.kind = adapter_of(baseline).empty() ? "base" : "lora";
+  candidate_side.kind = adapter_of(candidate).empty() ? (candidate.state.model_dir.empty() ? "base" : "full") : "lora";
+  const GateTolerance tolerance{config_.gate.f1_tolerance, config_.gate.speed_tolerance,
+                                config_.gate.agreement_tolerance, config_.gate.refusal_tolerance};
   const GateVerdict verdict = judge(candidate_side, base_side, tolerance);
   passed = verdict.passed;
-  return nlohmann::json{{"data", data},
-                        {"rows", rows->size()},
-                        {"tolerance", {{"f1", tolerance.f1}, {"speed", tolerance.speed}}},
-                        {"baseline", side_json(base_side, adapter_of(baseline))},
-                        {"candidate", side_json(candidate_side, adapter_of(candidate))},
-                        {"passed", verdict.passed},
-                        {"reasons", verdict.reasons}};
+  return gate_json(data, *set, tolerance, base_side, candidate_side, verdict);
 }
 
 EdgeOutcome LlmLifecycle::promote_now(const PromoteRequest& request) {

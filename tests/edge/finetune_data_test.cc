@@ -56,6 +56,28 @@ TEST_F(FinetuneDataTest, ReadsTheThreeShapesAndResolvesFaqAnswersByIntent) {
   EXPECT_EQ(data->rows[3].answer(), "pong");
 }
 
+TEST_F(FinetuneDataTest, OutOfScopeRowsAreKeptForTheGateOrTrainedToRefuse) {
+  // Without a refusal answer the __oos__ rows cannot be learned, but the gate asks them.
+  auto unanswered = read_finetune_rows(write(
+      R"({"text": "where is my order", "intent": "order_status", "answer": "See My Orders."})" "\n"
+      R"({"text": "tell me a joke", "intent": "__oos__"})" "\n"));
+  ASSERT_TRUE(unanswered.ok()) << unanswered.error().message;
+  EXPECT_EQ(unanswered->rows.size(), 1u);
+  EXPECT_EQ(unanswered->skipped_without_answer, 0u);
+  ASSERT_EQ(unanswered->out_of_scope.size(), 1u);
+  EXPECT_EQ(unanswered->out_of_scope[0].prompt().back().text, "tell me a joke");
+  EXPECT_EQ(unanswered->rows[0].intent, "order_status");
+  // With one, every __oos__ row is trained to refuse.
+  auto answered = read_finetune_rows(write(
+      R"({"text": "where is my order", "intent": "order_status", "answer": "See My Orders."})" "\n"
+      R"({"text": "tell me a joke", "intent": "__oos__"})" "\n"
+      R"({"text": "weather today", "intent": "__oos__", "answer": "Sorry, I cannot help with that."})" "\n"));
+  ASSERT_TRUE(answered.ok());
+  EXPECT_TRUE(answered->out_of_scope.empty());
+  ASSERT_EQ(answered->rows.size(), 3u);
+  EXPECT_EQ(answered->rows[1].answer(), "Sorry, I cannot help with that.");
+}
+
 TEST_F(FinetuneDataTest, BadRowsNameTheLine) {
   auto bad_json = read_finetune_rows(write("{\"text\": \"a\", \"answer\": \"b\"}\n{oops\n"));
   ASSERT_FALSE(bad_json.ok());

@@ -38,5 +38,67 @@ TEST(LlmGateTest, NamesEachWayTheCandidateIsWorse) {
   EXPECT_TRUE(judge(side(0.6, 1), side(0.6, 0), tolerance).passed);
 }
 
+TEST(LlmGateTest, IntentAgreementAndRefusalsAreJudgedWhenBothSidesHaveThem) {
+  const GateTolerance tolerance{0.02, 0.25, 0.05, 0.05};
+  GateSide good = side(0.6, 100), bad = side(0.6, 100);
+  good.intent_agreement = 0.9;
+  bad.intent_agreement = 0.5;
+  const auto confused = judge(bad, good, tolerance);
+  EXPECT_FALSE(confused.passed);
+  ASSERT_EQ(confused.reasons.size(), 1u);
+  EXPECT_NE(confused.reasons[0].find("intent agreement 0.500"), std::string::npos) << confused.reasons[0];
+
+  bad.intent_agreement = 0.88;  // within the tolerance
+  good.refusal_rate = 0.8;
+  bad.refusal_rate = 0.2;
+  const auto answers_anything = judge(bad, good, tolerance);
+  EXPECT_FALSE(answers_anything.passed);
+  ASSERT_EQ(answers_anything.reasons.size(), 1u);
+  EXPECT_NE(answers_anything.reasons[0].find("out-of-scope refusals 0.200"), std::string::npos);
+  bad.refusal_rate = -1;  // not measured on one side: not judged
+  EXPECT_TRUE(judge(bad, good, tolerance).passed);
+}
+
+FinetuneRow row(const std::string& question, const std::string& answer, const std::string& intent) {
+  FinetuneRow r;
+  r.messages = {{"user", question}, {"assistant", answer}};
+  r.intent = intent;
+  return r;
+}
+
+TEST(LlmGateTest, TheSetSplitsOutOfScopeRowsAndScoresAgreementAndRefusals) {
+  FinetuneData data;
+  data.rows = {row("where is my order", "Open My Orders to see where your parcel is.", "order"),
+               row("track my parcel", "Open My Orders to see where your parcel is.", "order"),
+               row("refund please", "Ask for a refund from the order page.", "refund"),
+               row("tell me a joke", "Sorry, I cannot help with that.", "__oos__")};
+  data.out_of_scope = {row("weather today", "", "__oos__")};
+  const GateSet set = make_gate_set(data, "ignored: the data gives its own");
+  ASSERT_EQ(set.in_scope.size(), 3u);
+  ASSERT_EQ(set.out_of_scope.size(), 2u);
+  EXPECT_EQ(set.refusal, "Sorry, I cannot help with that.");
+  ASSERT_EQ(set.intent_answers.size(), 2u);
+
+  // Answers nearest their own intent's answer agree, even when not exact.
+  EXPECT_DOUBLE_EQ(intent_agreement(set, {"Open My Orders to see your parcel.", "Open My Orders.",
+                                          "Ask for a refund."}),
+                   1.0);
+  EXPECT_NEAR(intent_agreement(set, {"Ask for a refund from the order page.", "Open My Orders.",
+                                     "Open My Orders to see where your parcel is."}),
+              1.0 / 3, 1e-9);
+  EXPECT_DOUBLE_EQ(refusal_rate(set, {"Sorry, I cannot help with that.", "Open My Orders."}), 0.5);
+  EXPECT_TRUE(is_refusal("Sorry, I cannot help.", set.refusal));
+  EXPECT_FALSE(is_refusal("anything", ""));
+
+  // Without a refusal text or a second intent, those figures are not measured.
+  FinetuneData plain;
+  plain.rows = {row("where is my order", "Open My Orders.", "order")};
+  plain.out_of_scope = {row("weather today", "", "__oos__")};
+  const GateSet unmeasured = make_gate_set(plain, "");
+  EXPECT_EQ(refusal_rate(unmeasured, {"x"}), -1);
+  EXPECT_EQ(intent_agreement(unmeasured, {"Open My Orders."}), -1);
+  EXPECT_EQ(make_gate_set(plain, "Sorry.").refusal, "Sorry.");
+}
+
 }  // namespace
 }  // namespace hengshi::edge

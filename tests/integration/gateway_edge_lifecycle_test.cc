@@ -36,6 +36,11 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
       if (row.contains("answer") && question_->empty()) *question_ = row["text"].get<std::string>();
     }
     write_shuffled_answers(data(), *dir_ + "/shuffled.jsonl");
+    // The regression set: the FAQ rows and two out-of-scope questions (the gate's refusal text
+    // comes from the config: the data teaches none).
+    fs::copy_file(data(), gate_data());
+    std::ofstream(gate_data(), std::ios::app) << R"({"text": "今天天气怎么样", "intent": "__oos__"})" << "\n"
+                                              << R"({"text": "给我讲个笑话", "intent": "__oos__"})" << "\n";
     auto made = make_finetunable_test_model(*dir_ + "/base.gguf");
     std::string log = made.output;
     ok_ = made.exit_code == 0;
@@ -69,6 +74,7 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
   static std::string data() { return *dir_ + "/faq.jsonl"; }
   static std::string good() { return *dir_ + "/faq-adapter"; }
   static std::string history() { return *dir_ + "/history.jsonl"; }
+  static std::string gate_data() { return *dir_ + "/gate.jsonl"; }
 
   void start_gateway() {
     ASSERT_TRUE(ok_) << *log_;
@@ -76,8 +82,8 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
     // Two workers: streamed requests keep one busy while the gate runs on its own engines.
     options.extra_yaml = "edge:\n  llm:\n    model_path: " + *dir_ + "/base.gguf\n    threads: 1\n" +
                          "    max_tokens: 48\n    context_tokens: 256\n    workers: 2\n" +
-                         "    history: " + history() + "\n    gate: {data: " + data() +
-                         ", speed_tolerance: 0.9}\n";
+                         "    history: " + history() + "\n    gate: {data: " + gate_data() +
+                         ", speed_tolerance: 0.9, refusal: 抱歉，这个问题我无法回答。}\n";
     start(options);
   }
   json ask_faq() {
@@ -154,6 +160,10 @@ TEST_F(GatewayEdgeLifecycleTest, PromoteWhileStreamingRefuseWorseAndCorruptRollB
   EXPECT_TRUE(entry["gate"]["passed"].get<bool>()) << entry.dump();
   EXPECT_GT(entry["gate"]["candidate"]["f1"].get<double>(), entry["gate"]["baseline"]["f1"].get<double>())
       << entry.dump();
+  // Three intents: agreement is measured; two out-of-scope rows are asked for the refusal.
+  EXPECT_EQ(entry["gate"]["oos_rows"], 2);
+  EXPECT_TRUE(entry["gate"]["candidate"]["intent_agreement"].is_number()) << entry.dump();
+  EXPECT_TRUE(entry["gate"]["candidate"]["refusal_rate"].is_number()) << entry.dump();
   EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + version);
 
   // Worse and corrupt candidates are refused; the adapter keeps serving.
