@@ -79,7 +79,7 @@ Result<LoraExportReport> export_lora_adapter(const std::string& base_path,
 
   std::size_t bytes = 1024;
   for (const auto& pair : pairs) {
-    bytes += 2 * ggml_tensor_overhead() + (pair.delta.a.size() + pair.delta.b.size()) * 4 + 128;
+    bytes += 2 * ggml_tensor_overhead() + (pair.delta.a.size() + pair.delta.b.size()) * 2 + 128;
   }
   std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(
       ggml_init({bytes, nullptr, /*no_alloc=*/false}), &ggml_free);
@@ -87,12 +87,16 @@ Result<LoraExportReport> export_lora_adapter(const std::string& base_path,
   double error_sum = 0;
   for (const auto& pair : pairs) {
     const int r = pair.delta.rank;
-    ggml_tensor* a = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, pair.cols, r);
-    ggml_tensor* b = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, r, pair.rows);
+    // F16, as the base usually is: decoding one token is bound by the bytes it reads, and F32
+    // factors made a rank-32 adapter cost 21% of the base's tokens/s at n_embd 896.
+    ggml_tensor* a = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, pair.cols, r);
+    ggml_tensor* b = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F16, r, pair.rows);
     ggml_set_name(a, (pair.name + ".lora_a").c_str());
     ggml_set_name(b, (pair.name + ".lora_b").c_str());
-    std::copy(pair.delta.a.begin(), pair.delta.a.end(), static_cast<float*>(a->data));
-    std::copy(pair.delta.b.begin(), pair.delta.b.end(), static_cast<float*>(b->data));
+    ggml_fp32_to_fp16_row(pair.delta.a.data(), static_cast<ggml_fp16_t*>(a->data),
+                          static_cast<std::int64_t>(pair.delta.a.size()));
+    ggml_fp32_to_fp16_row(pair.delta.b.data(), static_cast<ggml_fp16_t*>(b->data),
+                          static_cast<std::int64_t>(pair.delta.b.size()));
     gguf_add_tensor(out.get(), a);
     gguf_add_tensor(out.get(), b);
     report.worst_relative_error = std::max(report.worst_relative_error, pair.delta.relative_error);
