@@ -426,6 +426,11 @@ struct LlmEngine::Impl {
       llama_token token = 0;
       if (logits == nullptr) return Error{"decode_failed", "llama.cpp returned no logits"};
       Sampled sampled = sample_token(logits, vocab_size, request, rng, scratch);
+      if (std::isnan(logits[sampled.token])) {
+        // A broken model or adapter (an overflow in its weights or activations): an error the
+        // chain falls back on, not a stream of token 0.
+        return Error{"decode_failed", "the model produced NaN logits (a broken model or adapter)"};
+      }
       token = sampled.token;
       confidence.add(sampled.logprob);
       if (llama_vocab_is_eog(vocab, token)) {

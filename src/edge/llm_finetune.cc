@@ -94,10 +94,15 @@ Status quantize(const std::string& in, const std::string& out, llama_ftype type,
   return Ok{};
 }
 
-// The base's architecture and training context, read from its header.
-Status read_header(const std::string& path, std::string& architecture, std::int64_t& context) {
+// The base's architecture and training context, read from its header, and whether every tensor
+// is F32 (a base whose matrices are not).
+Status read_header(const std::string& path, std::string& architecture, std::int64_t& context, bool& all_f32) {
   gguf_context* header = gguf_init_from_file(path.c_str(), {/*no_alloc=*/true, nullptr});
   if (header == nullptr) return Error{"model_load_failed", path + " is not a readable GGUF file"};
+  all_f32 = true;
+  for (std::int64_t i = 0; i < gguf_get_n_tensors(header); ++i) {
+    if (gguf_get_tensor_type(header, i) != GGML_TYPE_F32) all_f32 = false;
+  }
   const std::int64_t arch_key = gguf_find_key(header, "general.architecture");
   if (arch_key >= 0) architecture = gguf_get_val_str(header, arch_key);
   const std::int64_t ctx_key = gguf_find_key(header, (architecture + ".context_length").c_str());
@@ -204,7 +209,8 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
 
   std::string architecture;
   std::int64_t base_context = 0;
-  if (auto s = read_header(options.base_model, architecture, base_context); !s) return s.error();
+  bool base_all_f32 = true;
+  if (auto s = read_header(options.base_model, architecture, base_context, base_all_f32); !s) return s.error();
 
   const fs::path target = fs::absolute(options.out_dir);
   if (std::error_code ec; fs::exists(target, ec) && !fs::exists(target / kManifestFileName, ec) &&
@@ -378,7 +384,10 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
     }
     if (auto s = restore_missing_metadata(options.base_model, output_path); !s) return s.error();
   } else {
-    auto exported = export_lora_adapter(base_f32, tuned_f32, output_path, options.lora_rank);
+    // F16 factors over a base with F16 or quantised matrices (its activations are F16-safe, as
+    // llama.cpp converts them for those matmuls anyway); F32 over an F32 base, whose
+    // activations may not be (a random F32 test model's overflowed F16 to NaN).
+    auto exported = export_lora_adapter(base_f32, tuned_f32, output_path, options.lora_rank, !base_all_f32);
     if (!exported) return exported.error();
     report.lora_worst_relative_error = exported->worst_relative_error;
   }

@@ -18,9 +18,10 @@ struct LoraExportReport {
 };
 
 // Both files are F32 GGUFs of the same architecture and tensor shapes (what `finetune` saves).
-// Errors: lora_export_failed naming the file or tensor.
+// `f16_factors`: write lora_a/lora_b as F16 (half the bytes a decoded token reads) rather than
+// F32. Errors: lora_export_failed naming the file or tensor.
 Result<LoraExportReport> export_lora_adapter(const std::string& base_path,
                                              const std::string& tuned_path,
-                                             const std::string& out_path, int rank);
+                                             const std::string& out_path, int rank, bool f16_factors);
 
 }  // namespace hengshi::edge

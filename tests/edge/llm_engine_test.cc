@@ -473,6 +473,29 @@ TEST_F(LlmEngineTest, TruncatedModelIsRefused) {
   EXPECT_NE(engine.error().message.find(path), std::string::npos) << engine.error().message;
 }
 
+TEST_F(LlmEngineTest, NanLogitsAreAnErrorNotAStreamOfTokenZero) {
+  // Weights of all-ones bits (NaN in F16 and F32) at the end of the file: the file loads, but
+  // every forward pass gives NaN — as an adapter whose F16 factors overflowed did.
+  const auto path = (dir() / "nan.gguf").string();
+  {
+    std::ifstream in(model(), std::ios::binary);
+    std::string bytes(std::istreambuf_iterator<char>(in), {});
+    std::fill(bytes.end() - 4096, bytes.end(), '\xff');
+    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto cfg = config();
+  cfg.model_path = path;
+  auto engine = LlmEngine::load(cfg);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  GenerationRequest request;
+  request.messages = {{"user", "hello"}};
+  request.max_tokens = 8;
+  auto generated = (*engine)->generate_blocking(request);
+  ASSERT_FALSE(generated.ok()) << generated->text;
+  EXPECT_EQ(generated.error().code, "decode_failed");
+  EXPECT_NE(generated.error().message.find("NaN"), std::string::npos);
+}
+
 TEST_F(LlmEngineTest, UnsupportedArchitectureIsRefused) {
   const auto path = (dir() / "nonsense.gguf").string();
   TestModelOptions options;
