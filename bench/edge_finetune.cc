@@ -312,7 +312,12 @@ void swap_under_load(const Options& o, const std::string& base, const std::strin
   config.history = o.out + "/history.jsonl";
   config.gate.data = data;
   config.gate.max_rows = 12;
-  config.gate.speed_tolerance = 0.5;  // r=128 is slower than r=32 on this tiny model (above)
+  // Tolerances wide open: this phase times the mechanics of a change under load; what the gate
+  // refuses is tested (cli_finetune_test, gateway_edge_lifecycle_test), and the tiny model's
+  // adapters differ in speed and intent agreement by more than the defaults allow.
+  config.gate.f1_tolerance = 1;
+  config.gate.agreement_tolerance = 1;
+  config.gate.speed_tolerance = 0.99;
   auto lifecycle = LlmLifecycle::start(config);
   if (!lifecycle) {
     std::printf("live slot: cannot start: %s\n", lifecycle.error().message.c_str());
@@ -351,10 +356,12 @@ void swap_under_load(const Options& o, const std::string& base, const std::strin
     auto outcome = (*lifecycle)->promote_now({adapter_dirs[i], "faq", "", "bench"});
     report("promote " + fs::path(adapter_dirs[i]).filename().string() + " (gate, 12 rows)", outcome, before, failed);
   }
-  for (const char* what : {"rollback (to the version kept loaded)", "rollback (loads from disk)"}) {
+  for (int i = 0; i < 2; ++i) {
     const int before = generations, failed = failures;
     auto outcome = (*lifecycle)->rollback_now("bench");
-    report(what, outcome, before, failed);
+    const bool loaded = outcome.report.is_object() && outcome.report.value("load_ms", 0.0) > 0;
+    report(loaded ? "rollback (loads it from disk)" : "rollback (swap to the one kept loaded)", outcome, before,
+           failed);
   }
   stop = true;
   for (auto& thread : load) thread.join();
