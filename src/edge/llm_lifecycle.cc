@@ -60,9 +60,10 @@ Result<std::shared_ptr<const LlmServing>> load_serving(const EdgeLlmConfig& knob
     state.model_path = (fs::path(state.model_dir) / manifest->model_file).string();
     state.model_version = manifest->model_version;
   }
-  // The base is hashed once (it may be gigabytes): each adapter, now or promoted later, is
-  // checked against it.
-  auto base = describe_path(state.model_path);
+  // The base is hashed once per load, and only when adapters must be checked against it (it may
+  // be gigabytes).
+  Result<ManifestFile> base = ManifestFile{};
+  if (!state.adapters.empty()) base = describe_path(state.model_path);
   if (!base) return Error{base.error().code, "edge.llm.model_path: " + base.error().message};
   LlmConfig config;
   config.model_path = state.model_path;
@@ -93,7 +94,6 @@ Result<std::shared_ptr<const LlmServing>> load_serving(const EdgeLlmConfig& knob
   serving->description = (*engine)->model_description();
   serving->engine = std::shared_ptr<LlmEngine>(std::move(*engine));
   serving->state = std::move(state);
-  serving->base = std::move(*base);
   serving->loaded_at = utc_timestamp(false);
   return std::shared_ptr<const LlmServing>(std::move(serving));
 }
@@ -147,7 +147,7 @@ awaitable<EdgeOutcome> LlmLifecycle::rollback(std::string by) {
 
 EdgeOutcome LlmLifecycle::finish(HistoryEntry& entry, std::string code, std::string message) {
   if (!code.empty()) {
-    entry.result = code == "gate_failed" || entry.result.empty() ? "refused" : entry.result;
+    if (entry.result.empty()) entry.result = "refused";  // a rollback that failed said so itself
     entry.error = message;
   }
   EdgeOutcome outcome{std::move(code), std::move(message), {}};

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "edge/llm_engine.h"
-#include "edge/model_manifest.h"
 #include "edge/serving_state.h"
 
 namespace hengshi::edge {
@@ -20,7 +19,6 @@ namespace hengshi::edge {
 struct LlmServing {
   std::shared_ptr<LlmEngine> engine;  // never null
   ServingState state;                 // adapter versions filled in
-  ManifestFile base;                  // the base file's hash: adapters must be trained on it
   std::string description;            // the engine's model description, for metadata
   std::string loaded_at;              // ISO-8601 UTC
 };
