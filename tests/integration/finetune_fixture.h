@@ -59,4 +59,14 @@ inline ChildProcess::Finished make_finetunable_test_model(const std::string& pat
                             "--untied-output", "--seed", seed});
 }
 
+// `hengshi finetune --output lora` at rank 128 with one thread (ctest runs two tests at once), no
+// held-out split and no before/after scoring: the adapter the gateway tests serve.
+inline ChildProcess::Finished train_lora_adapter(const std::string& base, const std::string& data,
+                                                 const std::string& out, int epochs) {
+  return ChildProcess::run({binary_path("src/cli/hengshi"), "finetune", "--base", base, "--data", data, "--out", out,
+                            "--output", "lora", "--rank", "128", "--epochs", std::to_string(epochs), "--lr", "2e-3",
+                            "--heldout", "0", "--eval-rows", "0", "--threads", "1"},
+                           std::chrono::seconds(240));
+}
+
 }  // namespace hengshi::testing

@@ -66,7 +66,6 @@ class GatewayEdgeAdapterTest : public GatewayFixture {
         *first_answer_ = row["answer"].get<std::string>();
       }
     }
-    const std::string hengshi = binary_path("src/cli/hengshi");
     std::string log;
     auto make = [&](const std::string& path, const std::string& seed) {
       auto made = make_finetunable_test_model(path, seed);
@@ -75,11 +74,7 @@ class GatewayEdgeAdapterTest : public GatewayFixture {
     };
     ok_ = make(*dir_ + "/base.gguf", "42") && make(*dir_ + "/other-base.gguf", "43");
     if (ok_) {
-      auto tuned = ChildProcess::run({hengshi, "finetune", "--base", *dir_ + "/base.gguf", "--data",
-                                      data, "--out", *dir_ + "/faq-adapter", "--output", "lora",
-                                      "--rank", "128", "--epochs", "80", "--lr", "2e-3",
-                                      "--heldout", "0", "--eval-rows", "0", "--threads", "1"},
-                                     std::chrono::seconds(240));
+      auto tuned = train_lora_adapter(*dir_ + "/base.gguf", data, *dir_ + "/faq-adapter", 80);
       log += tuned.output;
       ok_ = tuned.exit_code == 0;
     }

@@ -47,11 +47,7 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
     // Same budget and seed for both: only the answers differ. Measured on the gate's rows: answer
     // F1 0.405 (the FAQ) against 0.358 (shuffled) and 0.04 (the random base); tolerance 0.02.
     auto train = [&](const std::string& rows, const std::string& out) {
-      auto tuned = ChildProcess::run({binary_path("src/cli/hengshi"), "finetune", "--base", *dir_ + "/base.gguf",
-                                      "--data", rows, "--out", out, "--output", "lora", "--rank", "128",
-                                      "--epochs", "100", "--lr", "2e-3", "--heldout", "0", "--eval-rows", "0",
-                                      "--threads", "1"},
-                                     std::chrono::seconds(240));
+      auto tuned = train_lora_adapter(*dir_ + "/base.gguf", rows, out, 100);
       log += tuned.output;
       return tuned.exit_code == 0;
     };
