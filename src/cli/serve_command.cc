@@ -35,6 +35,7 @@
 #include "server/gateway_access.h"
 #include "server/gateway_handler.h"
 #include "server/http_server.h"
+#include "server/server_metrics.h"
 
 namespace hengshi::cli {
 namespace {
@@ -254,6 +255,7 @@ int run_serve(const ServeOptions& options) {
   server::GatewayHandler handler(config, pools_by_name, *edge, **router, **request_log);
   server::HttpServer http_server(io, config.server, handler);
   handler.attach(&http_server);
+  http_server.report_in_flight_to(&server::ServerMetrics::in_flight());
   handler.use_keys((*access)->keys());
   handler.use_offline_mode(&offline);
   handler.use_cache(answer_cache->get());

@@ -125,9 +125,7 @@ awaitable<void> GatewayHandler::handle(HttpExchange& exchange) {
   for (const auto& endpoint : kEndpoints) {
     if (path == endpoint.path) route = endpoint.path;
   }
-  ServerMetrics::in_flight().inc();
   if (co_await authenticate(exchange, route)) co_await dispatch(exchange, route);
-  ServerMetrics::in_flight().dec();
   std::string method(exchange.request().method_string());
   ServerMetrics::count_request(route, method, exchange.status());
   ServerMetrics::observe_latency(

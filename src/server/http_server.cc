@@ -339,10 +339,12 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     }
 
     in_flight_.fetch_add(1);
+    if (in_flight_gauge_ != nullptr) in_flight_gauge_->inc();
     struct InFlight {
       HttpServer* server;
       ~InFlight() {
         server->in_flight_.fetch_sub(1);
+        if (server->in_flight_gauge_ != nullptr) server->in_flight_gauge_->dec();
         server->check_drained();
       }
     } in_flight_guard{this};

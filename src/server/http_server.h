@@ -34,6 +34,7 @@
 #include "core/asio.h"
 #include "core/config.h"
 #include "core/result.h"
+#include "obs/metrics.h"
 #include "server/http_exchange.h"
 
 namespace hengshi::server {
@@ -65,6 +66,9 @@ class HttpServer {
   void close_all();
   bool draining() const { return draining_.load(); }
   int in_flight() const { return in_flight_.load(); }
+  // Mirrors the admission counter into a gauge (set before start()). The gauge drops after the
+  // counter, so a scrape that reads 0 means a new request will be admitted.
+  void report_in_flight_to(obs::Gauge* gauge) { in_flight_gauge_ = gauge; }
   int open_connections() const;
 
  private:
@@ -95,6 +99,7 @@ class HttpServer {
   tcp::endpoint endpoint_;
   std::atomic<bool> draining_{false};
   std::atomic<int> in_flight_{0};
+  obs::Gauge* in_flight_gauge_ = nullptr;
 
   mutable std::mutex connections_mutex_;
   std::set<std::shared_ptr<Connection>> connections_;
