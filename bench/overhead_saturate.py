@@ -189,6 +189,31 @@ def syscalls_per_request(url, script, pid, seconds):
     return int(m.group(1)) / max(1, r["requests"]) if m else None
 
 
+def profile_top(url, script, pid, conc, seconds, top, keep=None):
+    """perf record of the server under closed-loop load; prints its top entries by self time.
+    `keep` names a file to leave the recording in, for perf report's call graphs."""
+    perf = shutil.which("perf")
+    if not perf:
+        print("profile: perf (linux-perf) not available")
+        return
+    data = keep or tempfile.NamedTemporaryFile(delete=False, suffix=".perf").name
+    recorder = subprocess.Popen([perf, "record", "-F", "999", "--call-graph", "dwarf,16384", "-p", str(pid), "-o", data],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)  # perf attaches before the load starts; not a synchronisation of the server
+    run_wrk(url, script, conc, seconds)
+    recorder.send_signal(signal.SIGINT)
+    recorder.wait(timeout=30)
+    report = subprocess.run([perf, "report", "-i", data, "--no-children", "--stdio", "-g", "none",
+                             "--percent-limit", "0.5", "--sort", "dso,symbol"],
+                            capture_output=True, text=True, timeout=300).stdout
+    if not keep:
+        os.unlink(data)
+    rows = [line for line in report.splitlines() if line.strip() and not line.startswith("#")]
+    print(f"\nprofile of hengshi at c={conc} (perf, self time, top {top}):")
+    for line in rows[:top]:
+        print("  " + line.strip()[:150])
+
+
 def loadgen_ttft(build, url, body, headers, rate, seconds):
     args = [os.path.join(build, "bench", "bench_loadgen"), "--url", url, "--body", body, "--rate", str(rate),
             "--seconds", str(seconds), "--connections", "16", "--warmup-seconds", "1"]
@@ -203,6 +228,9 @@ def main():
     ap.add_argument("--check", action="store_true", help="fail when the RPS ratio fell >15%% below bench/baseline.json")
     ap.add_argument("--record", action="store_true", help="write this run's ratios into bench/baseline.json")
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming phase")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also print the top N entries of a perf profile of hengshi at c=64")
+    ap.add_argument("--profile-data", metavar="FILE", help="keep that profile's recording in FILE")
     ap.add_argument("--build-dir", default=os.environ.get("HENGSHI_BUILD_DIR", os.path.join(ROOT, "build")))
     ap.add_argument("--hengshi", help="the gateway binary to measure (default: BUILD/src/cli/hengshi), "
                                       "e.g. an older build for a before/after on the same machine")
@@ -318,6 +346,9 @@ pools:
         for text, ok, target in verdicts:
             print(f"  {text:70} target {target}: {'ok' if ok else 'NOT MET'}")
         errors = sum(r["errors"] for r in results.values())
+        if args.profile:
+            profile_top(paths[2][1], paths[2][2], gateway.pid, 64, args.seconds // 2 or 1, args.profile,
+                        args.profile_data)
 
         if not args.no_stream:
             stream_gw, stream_port = start_gateway("stream", "/stream")
