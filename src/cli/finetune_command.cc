@@ -85,6 +85,9 @@ void add_finetune_command(CLI::App& app, int& exit_code) {
   command->add_option("--heldout", options->heldout_share,
                       "share of each answer's rows held out (paraphrases), [0, 0.5]");
   command->add_option("--seed", options->seed, "split and order seed (same seed = same model)");
+  command->add_flag("--pack-rows", options->pack_rows,
+                    "several rows per training window: faster, but a row can copy the answer of the "
+                    "row before it instead of learning its question (default: a window each)");
   command->add_option("--threads", options->threads, "compute threads (0 = all cores)");
   command->add_option("--eval-rows", options->eval_rows,
                       "score greedy answers before/after on this many training and held-out "

@@ -5,7 +5,7 @@
 namespace hengshi::edge {
 
 Result<TrainingWindows> pack_windows(const std::vector<TokenizedRow>& rows, std::size_t window,
-                                     std::int32_t pad_token) {
+                                     std::int32_t pad_token, bool pack) {
   if (window < 2) return Error{"invalid_argument", "a training window needs at least 2 tokens"};
   TrainingWindows out;
   out.window = window;
@@ -26,7 +26,7 @@ Result<TrainingWindows> pack_windows(const std::vector<TokenizedRow>& rows, std:
       return Error{"invalid_argument",
                    "training row " + std::to_string(r + 1) + " has no prompt or no answer token"};
     }
-    if (out.tokens.size() % window + row.tokens.size() > window) pad_to_end();
+    if (!pack || out.tokens.size() % window + row.tokens.size() > window) pad_to_end();
     for (std::size_t k = 0; k < row.tokens.size(); ++k) {
       out.tokens.push_back(row.tokens[k]);
       // Position k predicts token k+1: a label only when that token is part of the answer.

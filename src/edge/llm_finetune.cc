@@ -279,9 +279,9 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
                    options.base_model + " was trained on " + std::to_string(base_context));
   }
   const llama_token pad = std::max(llama_vocab_eos(llama_model_get_vocab(model.get())), 0);
-  auto train_windows = pack_windows(*train_tokens, window, pad);
+  auto train_windows = pack_windows(*train_tokens, window, pad, options.pack_rows);
   if (!train_windows) return train_windows.error();
-  auto heldout_windows = pack_windows(*heldout_tokens, window, pad);
+  auto heldout_windows = pack_windows(*heldout_tokens, window, pad, options.pack_rows);
   if (!heldout_windows) return heldout_windows.error();
   report.window = window;
   report.train_windows = train_windows->count;
@@ -479,6 +479,7 @@ Result<FinetuneReport> finetune(const FinetuneOptions& options, const FinetunePr
   manifest.hyperparameters = {{"epochs", options.epochs},
                               {"learning_rate", options.learning_rate},
                               {"lr_min_ratio", options.lr_min_ratio},
+                              {"pack_rows", options.pack_rows},
                               {"optimizer", "adamw"},
                               {"heldout_share", options.heldout_share},
                               {"seed", options.seed}};

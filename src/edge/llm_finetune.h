@@ -31,6 +31,9 @@ struct FinetuneOptions {
   float learning_rate = 1e-4f;  // AdamW; decays exponentially to learning_rate × lr_min_ratio
   float lr_min_ratio = 0.05f;
   double heldout_share = 0.1;  // per answer, never a group's last row (split_heldout)
+  // Several rows per training window (finetune_windows.h): faster, but a row can copy the answer
+  // of the row before it rather than learn to answer its question.
+  bool pack_rows = false;
   std::uint64_t seed = 1;
   int threads = 0;  // 0 = all cores
   // Answer scores (char F1 of greedy answers, before and after) on at most this many training

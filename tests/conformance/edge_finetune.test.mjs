@@ -41,7 +41,7 @@ before(async () => {
     '--seed', '42']);
   run(['finetune', '--base', join(dir, 'base.gguf'), '--data', join(dir, 'faq.jsonl'), '--out',
     join(dir, 'faq-lora'), '--output', 'lora', '--rank', '128', '--epochs', '100', '--lr', '2e-3',
-    '--heldout', '0', '--eval-rows', '0', '--threads', '1']);
+    '--heldout', '0', '--eval-rows', '0', '--threads', '1', '--pack-rows']);
   const simUrl = await startListening(join(binDir, 'tools/sim/hengshi-sim'),
     ['--listen', '127.0.0.1:0', '--name', 'sdk-finetune-sim', '--seed', '12']);
   const config = join(dir, 'gateway.yaml');

@@ -143,12 +143,12 @@ TEST(SeededOrderTest, IsAFixedSequence) {
   EXPECT_EQ(order.next(), 0xE220A8397B1DCDAFULL);
 }
 
-TEST(FinetuneWindowsTest, LabelsOnlyAnswerTokensAndPacksWholeRows) {
+TEST(FinetuneWindowsTest, LabelsOnlyAnswerTokensAndGivesEachRowItsOwnWindow) {
   // Row 1: prompt {1,2,3}, answer {4,5}; row 2: prompt {6}, answer {7,8,9}.
   std::vector<TokenizedRow> rows = {{{1, 2, 3, 4, 5}, 3}, {{6, 7, 8, 9}, 1}};
   auto packed = pack_windows(rows, 8, 0);
   ASSERT_TRUE(packed.ok()) << packed.error().message;
-  // 5 + 4 > 8: the second row starts a new window.
+  // Each row starts a window of its own.
   ASSERT_EQ(packed->count, 2u);
   const std::vector<std::int32_t> tokens = {1, 2, 3, 4, 5, 0, 0, 0, 6, 7, 8, 9, 0, 0, 0, 0};
   const std::vector<std::int32_t> labels = {-1, -1, 4, 5, -1, -1, -1, -1,
@@ -157,9 +157,17 @@ TEST(FinetuneWindowsTest, LabelsOnlyAnswerTokensAndPacksWholeRows) {
   EXPECT_EQ(packed->labels, labels);
   EXPECT_EQ(packed->label_positions, 5u);
 
-  auto fits = pack_windows(rows, 9, 0);
-  ASSERT_TRUE(fits.ok());
-  EXPECT_EQ(fits->count, 1u);  // both rows in one window
+  // Room for both in one window, yet each has its own: no row can see another's answer.
+  auto roomy = pack_windows(rows, 9, 0);
+  ASSERT_TRUE(roomy.ok());
+  EXPECT_EQ(roomy->count, 2u);
+  EXPECT_EQ(roomy->tokens[9], 6);
+  for (std::size_t i = 5; i < 9; ++i) EXPECT_EQ(roomy->labels[i], -1) << "padding carries no loss";
+  // Packed on request: both rows in one window.
+  auto packed_together = pack_windows(rows, 9, 0, /*pack=*/true);
+  ASSERT_TRUE(packed_together.ok());
+  EXPECT_EQ(packed_together->count, 1u);
+  EXPECT_EQ(packed_together->tokens[5], 6);
 
   auto too_long = pack_windows(rows, 4, 0);
   ASSERT_FALSE(too_long.ok());

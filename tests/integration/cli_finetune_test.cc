@@ -116,8 +116,9 @@ TEST_F(CliFinetuneTest, TheGateRefusesACandidateTrainedOnShuffledAnswers) {
   // among the intents, as a bad data export would. Same budget, same seed.
   const std::string shuffled = *dir_ + "/shuffled.jsonl";
   write_shuffled_answers(data(), shuffled);
+  // Packed rows: a tenth of the time, and both sides learn alike.
   const std::vector<std::string> budget = {"--output", "full", "--epochs", "60", "--lr", "2e-3",
-                                           "--heldout", "0", "--eval-rows", "0"};
+                                           "--heldout", "0", "--eval-rows", "0", "--pack-rows"};
   auto good = finetune(*dir_ + "/gate-baseline", budget);
   ASSERT_EQ(good.exit_code, 0) << good.output;
   std::vector<std::string> argv = {hengshi(), "finetune", "--base", base(), "--data", shuffled,
@@ -150,7 +151,7 @@ TEST_F(CliFinetuneTest, TheGateRefusesACandidateTrainedOnShuffledAnswers) {
 TEST_F(CliFinetuneTest, LoraAdapterLoadsOverTheBaseAndChangesItsAnswers) {
   const std::string out = *dir_ + "/lora";
   auto run = finetune(out, {"--output", "lora", "--rank", "128", "--epochs", "100", "--lr",
-                            "2e-3", "--heldout", "0.34", "--eval-rows", "8"});
+                            "2e-3", "--heldout", "0.34", "--eval-rows", "8", "--pack-rows"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const json m = manifest(out);
   EXPECT_EQ(m["model_file"], "adapter.gguf");

@@ -60,12 +60,13 @@ inline ChildProcess::Finished make_finetunable_test_model(const std::string& pat
 }
 
 // `hengshi finetune --output lora` at rank 128 with one thread (ctest runs two tests at once), no
-// held-out split and no before/after scoring: the adapter the gateway tests serve.
+// held-out split, no before/after scoring and rows packed (finetune_windows.h; the serving tests
+// need an adapter that moved, not the best one): the adapter the gateway tests serve.
 inline ChildProcess::Finished train_lora_adapter(const std::string& base, const std::string& data,
                                                  const std::string& out, int epochs) {
   return ChildProcess::run({binary_path("src/cli/hengshi"), "finetune", "--base", base, "--data", data, "--out", out,
                             "--output", "lora", "--rank", "128", "--epochs", std::to_string(epochs), "--lr", "2e-3",
-                            "--heldout", "0", "--eval-rows", "0", "--threads", "1"},
+                            "--heldout", "0", "--eval-rows", "0", "--threads", "1", "--pack-rows"},
                            std::chrono::seconds(240));
 }
 
