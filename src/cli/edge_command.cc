@@ -166,6 +166,9 @@ void add_edge_command(CLI::App& app, int& exit_code) {
   gate->add_option("--refusal", options->refusal, "refusal text when no __oos__ row gives one");
   gate->add_option("--threads", options->threads, "compute threads (0 = all cores)");
   gate->add_option("--max-rows", options->max_rows, "score at most this many rows (0 = all)");
+  gate->add_flag("!--runtime-adapters", options->merge_adapters,
+                 "apply LoRA adapters at every token, as with edge.llm.merge_adapters: false "
+                 "(default: merged into the base, as served by default)");
   gate->callback([options, &exit_code] { exit_code = run_gate_command(*options); });
 #else
   CLI::App* gate = edge->add_subcommand("gate", "needs llama.cpp");

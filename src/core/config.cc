@@ -257,7 +257,7 @@ void apply(const YAML::Node& root, Config& config) {
     if (const YAML::Node llm = edge["llm"]) {
       reject_unknown(llm, "edge.llm",
                      {"model_path", "threads", "context_tokens", "max_tokens", "workers", "max_queue",
-                      "summary_turns", "summary_chars", "adapters", "history", "gate"});
+                      "summary_turns", "summary_chars", "adapters", "merge_adapters", "history", "gate"});
       EdgeLlmConfig& l = config.edge.llm;
       read(llm, "edge.llm", "model_path", l.model_path);
       read(llm, "edge.llm", "threads", l.threads);
@@ -268,6 +268,7 @@ void apply(const YAML::Node& root, Config& config) {
       read(llm, "edge.llm", "summary_turns", l.summary_turns);
       read(llm, "edge.llm", "summary_chars", l.summary_chars);
       read(llm, "edge.llm", "history", l.history);
+      read(llm, "edge.llm", "merge_adapters", l.merge_adapters);
       if (const YAML::Node gate = llm["gate"]) {
         reject_unknown(gate, "edge.llm.gate", {"data", "f1_tolerance", "speed_tolerance", "agreement_tolerance",
                                                "refusal_tolerance", "refusal", "max_rows"});

@@ -20,7 +20,10 @@
 #include <thread>
 #include <utility>
 
+#include <unistd.h>
+
 #include "edge/llm_chat_format.h"
+#include "edge/llm_lora_merge.h"
 #include "edge/llm_runtime.h"
 #include "edge/llm_sampling.h"
 #include "obs/metrics.h"
@@ -227,6 +230,36 @@ std::string file_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
 }
 
+// The base with `adapter` folded in, loaded as a model of its own. The merged file is written to
+// the temporary directory and unlinked once loaded: the model maps it, so the space is returned
+// when the model is freed, and nothing is left behind by a crash after the load.
+Result<llama_model*> load_merged(const std::string& base_path, const LlmAdapterConfig& adapter) {
+  static std::atomic<int> serial{0};
+  const auto merged_path = std::filesystem::temp_directory_path() /
+                           ("hengshi-merged-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(serial.fetch_add(1)) + ".gguf");
+  auto merged = merge_lora_adapter(base_path, adapter.path, adapter.scale, merged_path.string());
+  if (!merged) {
+    std::error_code ignored;
+    std::filesystem::remove(merged_path, ignored);
+    return Error{"adapter_load_failed", "cannot merge edge LLM adapter \"" + adapter.name + "\" into " +
+                                            base_path + ": " + merged.error().message};
+  }
+  LlamaLogCapture capture;
+  llama_model_params params = llama_model_default_params();
+  params.n_gpu_layers = 0;
+  llama_model* model = llama_model_load_from_file(merged_path.c_str(), params);
+  std::error_code ignored;
+  std::filesystem::remove(merged_path, ignored);
+  if (model == nullptr) {
+    return Error{"adapter_load_failed", "cannot load edge LLM adapter \"" + adapter.name + "\" merged into " +
+                                            base_path + ": " + capture.text()};
+  }
+  spdlog::info("edge LLM adapter \"{}\" merged into {} ({} matrices, {:.2f} s)", adapter.name,
+               file_name(base_path), merged->tensors, merged->seconds);
+  return model;
+}
+
 }  // namespace
 
 // ---- the engine ----
@@ -234,6 +267,9 @@ std::string file_name(const std::string& path) {
 struct LlmEngine::Impl {
   struct Worker {
     Impl* engine = nullptr;
+    // contexts[0] runs on the base model, contexts[i] on merged_models[i - 1]; `context` is the
+    // one the current job runs on (apply_adapter picks it).
+    std::vector<llama_context*> contexts;
     llama_context* context = nullptr;
     // A persistent compute thread pool, as llama-bench uses: without one ggml starts and joins
     // its threads for every token.
@@ -244,12 +280,14 @@ struct LlmEngine::Impl {
   };
   struct Adapter {
     std::string name;
-    llama_adapter_lora* lora = nullptr;  // freed with the model
+    llama_adapter_lora* lora = nullptr;  // freed with the model; null when merged
     float scale = 1.0f;
+    std::size_t context = 0;  // merged: its index in Worker::contexts
   };
 
   LlmConfig config;
   llama_model* model = nullptr;
+  std::vector<llama_model*> merged_models;  // one per merged adapter
   const llama_vocab* vocab = nullptr;
   int vocab_size = 0;
   int context_tokens = 0;
@@ -280,9 +318,10 @@ struct LlmEngine::Impl {
     for (auto& job : queue) job->done(Error{"edge_llm_stopped", "the edge LLM engine stopped"});
     LlmMetrics::get().queue_depth.set(0);
     for (auto& worker : workers) {
-      if (worker->context != nullptr) llama_free(worker->context);
+      for (llama_context* context : worker->contexts) llama_free(context);
       if (worker->threadpool != nullptr) ggml_threadpool_free(worker->threadpool);
     }
+    for (llama_model* merged : merged_models) llama_model_free(merged);
     if (model != nullptr) llama_model_free(model);
   }
 
@@ -341,7 +380,8 @@ struct LlmEngine::Impl {
     return piece;
   }
 
-  // Sets the named adapter (or none) on the worker's context; a no-op when it is already set.
+  // Points the worker at the context for the named adapter (or the base): a merged adapter's
+  // own context, else the base's with the adapter set on it (a no-op when it already is).
   Status apply_adapter(Worker& worker, const std::string& name) {
     const Adapter* wanted = nullptr;
     if (!name.empty()) {
@@ -352,6 +392,11 @@ struct LlmEngine::Impl {
         return Error{"adapter_unknown", "no edge LLM adapter named \"" + name + "\""};
       }
     }
+    if (wanted != nullptr && wanted->lora == nullptr) {
+      worker.context = worker.contexts[wanted->context];
+      return Ok{};
+    }
+    worker.context = worker.contexts[0];
     if ((wanted == nullptr ? nullptr : &wanted->name) == worker.adapter) return Ok{};
     llama_adapter_lora* lora = wanted == nullptr ? nullptr : wanted->lora;
     float scale = wanted == nullptr ? 0.0f : wanted->scale;
@@ -581,7 +626,15 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
                                               "\" from " + adapter.path + " for " + path + ": " +
                                               (capture.text().empty() ? "unknown error" : capture.text())};
     }
-    impl->adapters.push_back({adapter.name, lora, adapter.scale});
+    if (!config.merge_adapters) {
+      impl->adapters.push_back({adapter.name, lora, adapter.scale});
+      continue;
+    }
+    // Checked by llama.cpp above (names and shapes against this base), then folded into a copy.
+    auto merged = load_merged(path, adapter);
+    if (!merged) return merged.error();
+    impl->merged_models.push_back(*merged);
+    impl->adapters.push_back({adapter.name, nullptr, adapter.scale, impl->merged_models.size()});
   }
 
   const int train_context = llama_model_n_ctx_train(impl->model);
@@ -603,22 +656,29 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
     params.no_perf = true;
     params.abort_callback = &Impl::abort_check;
     params.abort_callback_data = worker.get();
-    LlamaLogCapture capture;
-    worker->context = llama_init_from_model(impl->model, params);
-    if (worker->context == nullptr) {
-      return Error{"context_failed", "cannot create a llama context for " + path + " (" +
-                                         std::to_string(impl->context_tokens) +
-                                         " tokens): " + capture.text()};
-    }
     ggml_threadpool_params pool_params = ggml_threadpool_params_default(impl->threads);
     worker->threadpool = ggml_threadpool_new(&pool_params);
     if (worker->threadpool == nullptr) {
-      llama_free(worker->context);
       return Error{"context_failed", "cannot create " + std::to_string(impl->threads) +
                                          " compute threads for " + path};
     }
-    llama_attach_threadpool(worker->context, worker->threadpool, nullptr);
+    // Pushed before anything can fail, so ~Impl frees what was made.
+    Impl::Worker* made = worker.get();
     impl->workers.push_back(std::move(worker));
+    std::vector<llama_model*> models = {impl->model};
+    models.insert(models.end(), impl->merged_models.begin(), impl->merged_models.end());
+    for (llama_model* model : models) {
+      LlamaLogCapture capture;
+      llama_context* context = llama_init_from_model(model, params);
+      if (context == nullptr) {
+        return Error{"context_failed", "cannot create a llama context for " + path + " (" +
+                                           std::to_string(impl->context_tokens) +
+                                           " tokens): " + capture.text()};
+      }
+      llama_attach_threadpool(context, made->threadpool, nullptr);
+      made->contexts.push_back(context);
+    }
+    made->context = made->contexts[0];
   }
   for (auto& worker : impl->workers) {
     Impl* engine = impl.get();

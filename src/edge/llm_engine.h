@@ -41,6 +41,10 @@ struct LlmConfig {
   std::string model_path;     // a GGUF file
   std::string model_version;  // a fine-tuned model's manifest version, shown in model_label()
   std::vector<LlmAdapterConfig> adapters;
+  // true: each adapter is folded into its own copy of the base at load (llm_lora_merge.h), and
+  // its requests run on that copy at the base's speed, for one model's memory per adapter.
+  // false: llama.cpp applies B·A at every token of the requests that name it.
+  bool merge_adapters = false;
   int threads = 0;            // compute threads per generation; 0 = cores / workers (at least 1)
   int context_tokens = 2048;  // per worker (prompt + answer); 0 = the model's training context
   int max_tokens = 256;       // answer length when a request sets none

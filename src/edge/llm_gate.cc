@@ -13,7 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The engine configuration that serves a finetune directory.
-Result<LlmConfig> serving_config(const std::string& dir, int threads, GateSide& side) {
+Result<LlmConfig> serving_config(const std::string& dir, int threads, bool merge_adapters, GateSide& side) {
   auto manifest = load_verified_manifest(dir, kEdgeLlmManifest);
   if (!manifest) return manifest.error();
   side.dir = dir;
@@ -21,6 +21,7 @@ Result<LlmConfig> serving_config(const std::string& dir, int threads, GateSide& 
   side.kind = manifest->training.value("kind", "");
   LlmConfig config;
   config.threads = threads;  // context: LlmConfig's default, capped by the model's
+  config.merge_adapters = merge_adapters;
   const std::string file = (fs::path(dir) / manifest->model_file).string();
   if (side.kind == "full") {
     config.model_path = file;
@@ -88,9 +89,9 @@ Result<GateReport> run_gate(const GateOptions& options) {
   auto set = read_gate_set(options.data_path, options.max_rows, options.refusal);
   if (!set) return set.error();
   GateReport report;
-  auto baseline_config = serving_config(options.baseline_dir, options.threads, report.baseline);
+  auto baseline_config = serving_config(options.baseline_dir, options.threads, options.merge_adapters, report.baseline);
   if (!baseline_config) return baseline_config.error();
-  auto candidate_config = serving_config(options.candidate_dir, options.threads, report.candidate);
+  auto candidate_config = serving_config(options.candidate_dir, options.threads, options.merge_adapters, report.candidate);
   if (!candidate_config) return candidate_config.error();
   auto baseline = LlmEngine::load(*baseline_config);
   if (!baseline) return baseline.error();

@@ -23,6 +23,7 @@ struct GateOptions {
   GateTolerance tolerance;
   int threads = 0;
   int max_rows = 0;  // 0 = every row
+  bool merge_adapters = true;  // as edge.llm.merge_adapters: measure what would serve
 };
 
 struct GateReport {

@@ -75,6 +75,7 @@ Result<std::shared_ptr<const LlmServing>> load_serving(const EdgeLlmConfig& knob
   config.max_queue = knobs.max_queue;
   config.summary_turns = knobs.summary_turns;
   config.summary_chars = knobs.summary_chars;
+  config.merge_adapters = knobs.merge_adapters;
   for (auto& [task, adapter] : state.adapters) {
     auto checked = checked_adapter(task, adapter, *base, state.model_path);
     if (!checked) return checked.error();

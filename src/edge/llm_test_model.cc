@@ -349,6 +349,56 @@ Status make_test_model(const std::string& vocab_path, const std::string& out_pat
   return Ok{};
 }
 
+Status make_test_adapter(const std::string& base_path, const std::string& out_path,
+                         const TestAdapterOptions& options) {
+  ggml_context* raw = nullptr;
+  GgufPtr base(gguf_init_from_file(base_path.c_str(), {/*no_alloc=*/true, &raw}));
+  GgmlPtr base_tensors(raw);
+  if (!base) return Error{"test_model_write", "cannot read " + base_path + " as GGUF"};
+  struct Target {
+    std::string name;
+    std::int64_t cols, rows;
+  };
+  std::vector<Target> targets;
+  for (std::int64_t i = 0; i < gguf_get_n_tensors(base.get()); ++i) {
+    const ggml_tensor* t = ggml_get_tensor(base_tensors.get(), gguf_get_tensor_name(base.get(), i));
+    const std::string name = t->name;
+    if (ggml_n_dims(t) != 2 || name.find("token_embd") != std::string::npos) continue;
+    if (!options.matching.empty() && name.find(options.matching) == std::string::npos) continue;
+    targets.push_back({name, t->ne[0], t->ne[1]});
+  }
+  if (!options.extra_tensor.empty()) targets.push_back({options.extra_tensor, 64, 64});
+  if (targets.empty()) return Error{"test_model_write", base_path + " has no matrix to adapt"};
+
+  std::size_t bytes = 1024;
+  for (const auto& t : targets) {
+    bytes += 2 * ggml_tensor_overhead() + static_cast<std::size_t>((t.cols + t.rows) * options.rank) * 4 + 64;
+  }
+  GgmlPtr ctx(ggml_init({bytes, nullptr, /*no_alloc=*/false}));
+  GgufPtr out(gguf_init_empty());
+  gguf_set_val_str(out.get(), "general.architecture",
+                   gguf_get_val_str(base.get(), gguf_find_key(base.get(), "general.architecture")));
+  gguf_set_val_str(out.get(), "general.type", "adapter");
+  gguf_set_val_str(out.get(), "adapter.type", "lora");
+  if (options.alpha != 0.0f) gguf_set_val_f32(out.get(), "adapter.lora.alpha", options.alpha);
+  WeightSource source(options.seed);
+  for (const auto& t : targets) {
+    ggml_tensor* a = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, t.cols, options.rank);
+    ggml_tensor* b = ggml_new_tensor_2d(ctx.get(), GGML_TYPE_F32, options.rank, t.rows);
+    ggml_set_name(a, (t.name + ".lora_a").c_str());
+    ggml_set_name(b, (t.name + ".lora_b").c_str());
+    for (ggml_tensor* factor : {a, b}) {
+      auto* values = static_cast<float*>(factor->data);
+      for (std::int64_t i = 0; i < ggml_nelements(factor); ++i) values[i] = options.magnitude * source.next();
+      gguf_add_tensor(out.get(), factor);
+    }
+  }
+  if (!gguf_write_to_file(out.get(), out_path.c_str(), /*only_meta=*/false)) {
+    return Error{"test_model_write", "cannot write " + out_path};
+  }
+  return Ok{};
+}
+
 Result<std::vector<std::string>> read_corpus_texts(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Error{"invalid_argument", "cannot read the corpus " + path};

@@ -51,6 +51,21 @@ struct TestModelOptions {
 Status make_test_model(const std::string& vocab_path, const std::string& out_path,
                        const TestModelOptions& options = {});
 
+// A LoRA adapter GGUF over `base_path` with random factors (uniform in ±`magnitude`) at `rank`
+// for every 2-D weight whose name contains `matching` ("" = all but the embeddings), with
+// adapter.lora.alpha = `alpha` (0 = none written). Tests of adapter serving need one without
+// training; `extra_tensor` adds a pair for a weight the base does not have (a mismatched adapter).
+struct TestAdapterOptions {
+  int rank = 4;
+  float magnitude = 0.3f;
+  float alpha = 0.0f;
+  std::string matching;
+  std::string extra_tensor;
+  std::uint64_t seed = 7;
+};
+Status make_test_adapter(const std::string& base_path, const std::string& out_path,
+                         const TestAdapterOptions& options = {});
+
 // The texts of a corpus file for TestModelOptions::vocab_corpus: every string value of each JSON
 // line (text, answer, message contents…), or the line itself when it is not JSON.
 Result<std::vector<std::string>> read_corpus_texts(const std::string& path);

@@ -211,6 +211,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"edge: {llm: {gate: {f1_tolerance: 2}}}", "edge.llm.gate.f1_tolerance"},
         BadCase{"edge: {llm: {gate: {speed_tolerance: 1}}}", "edge.llm.gate.speed_tolerance"},
         BadCase{"edge: {llm: {gate: {max_rows: -1}}}", "edge.llm.gate.max_rows"},
+        BadCase{"edge: {llm: {merge_adapters: sometimes}}", "edge.llm.merge_adapters"},
         BadCase{"edge: {llm: {gate: {rows: 3}}}", "rows"},
         BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'ftp://x', model: m}]}}",
                 "pools.cloud-small.members[0].base_url"},
@@ -270,8 +271,11 @@ edge:
     adapters:
       faq: models/faq-lora
       billing: {dir: models/billing-lora, scale: 0.5}
+    merge_adapters: false
 )", "adapters.yaml");
   ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_FALSE(config->edge.llm.merge_adapters);
+  EXPECT_TRUE(default_config().edge.llm.merge_adapters) << "merged: adapters at the base's speed";
   const auto& adapters = config->edge.llm.adapters;
   ASSERT_EQ(adapters.size(), 2u);
   EXPECT_EQ(adapters.at("faq").dir, "models/faq-lora");
