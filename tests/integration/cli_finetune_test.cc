@@ -66,11 +66,13 @@ bool CliFinetuneTest::ok_ = false;
 
 TEST_F(CliFinetuneTest, FullModelLearnsTheFaqAnswers) {
   const std::string out = *dir_ + "/full";
-  auto run = finetune(out, {"--output", "full", "--epochs", "100", "--lr", "2e-3", "--heldout",
-                            "0.34", "--seed", "1"});
+  // A row per window wants a lower, constant rate: 50 epochs at 1e-3 gave F1 0.46 in 55 s, where
+  // 100 at 2e-3 decaying gave 0.30 in 124 s (by hand, one thread).
+  auto run = finetune(out, {"--output", "full", "--epochs", "50", "--lr", "1e-3", "--lr-min-ratio", "1",
+                            "--heldout", "0.34", "--seed", "1"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // A progress line per epoch with both losses, then the before/after table.
-  EXPECT_NE(run.stdout_text.find("epoch 100/100"), std::string::npos) << run.output;
+  EXPECT_NE(run.stdout_text.find("epoch 50/50"), std::string::npos) << run.output;
   EXPECT_NE(run.stdout_text.find("held-out loss 0."), std::string::npos) << run.output;
   EXPECT_NE(run.stdout_text.find("before:"), std::string::npos) << run.output;
 
@@ -84,7 +86,7 @@ TEST_F(CliFinetuneTest, FullModelLearnsTheFaqAnswers) {
   EXPECT_EQ(m["training"]["data_xxh64"].get<std::string>().size(), 16u);
   EXPECT_EQ(m["training"]["train_rows"], 8);
   EXPECT_EQ(m["training"]["heldout_rows"], 4);
-  EXPECT_EQ(m["training"]["epochs"].size(), 100u);
+  EXPECT_EQ(m["training"]["epochs"].size(), 50u);
   EXPECT_EQ(m["hyperparameters"]["quantization"], "q8_0");
   // llama.cpp's saver drops the chat template; the output gets the base's back, so it renders
   // prompts as the base does.
@@ -101,8 +103,8 @@ TEST_F(CliFinetuneTest, FullModelLearnsTheFaqAnswers) {
   const auto& scores = m["holdout_metrics"];
   const double before = scores["train_before"]["char_f1"];
   const double after = scores["train_after"]["char_f1"];
-  // Measured 0.04 -> 0.36 (the tiny model memorises the answers but still mixes up similar
-  // questions such as 退款 / 退货; bench/edge_finetune has the whole FAQ).
+  // Measured 0.04 -> 0.46, held-out 0.03 -> 0.48 (the tiny model learns the answers but still
+  // mixes up similar questions such as 退款 / 退货; bench/edge_finetune has six intents).
   EXPECT_LT(before, 0.15) << run.stdout_text;
   EXPECT_GT(after, 0.25) << run.stdout_text;
   EXPECT_GT(after, before + 0.2) << run.stdout_text;
