@@ -172,17 +172,23 @@ def measure(url, script, connections, seconds, pid):
     return r
 
 
+def perf_during_load(perf_args, url, script, conc, seconds):
+    """Runs perf (attached to the server) for the length of one closed-loop wrk run; returns the run."""
+    attached = subprocess.Popen(perf_args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)  # perf attaches before the load starts; not a synchronisation of the server
+    r = run_wrk(url, script, conc, seconds)
+    attached.send_signal(signal.SIGINT)
+    attached.wait(timeout=30)
+    return r
+
+
 def syscalls_per_request(url, script, pid, seconds):
     perf = shutil.which("perf")
     if not perf:
         return None
     out = tempfile.NamedTemporaryFile(delete=False, suffix=".csv").name
-    counter = subprocess.Popen([perf, "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", str(pid), "-o", out],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)  # perf attaches before the load starts; not a synchronisation of the server
-    r = run_wrk(url, script, 4, seconds)
-    counter.send_signal(signal.SIGINT)
-    counter.wait(timeout=10)
+    r = perf_during_load([perf, "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", str(pid), "-o", out],
+                         url, script, 4, seconds)
     with open(out) as f:
         m = re.search(r"^(\d+),,raw_syscalls:sys_enter", f.read(), re.M)
     os.unlink(out)
@@ -197,12 +203,8 @@ def profile_top(url, script, pid, conc, seconds, top, keep=None):
         print("profile: perf (linux-perf) not available")
         return
     data = keep or tempfile.NamedTemporaryFile(delete=False, suffix=".perf").name
-    recorder = subprocess.Popen([perf, "record", "-F", "999", "--call-graph", "dwarf,16384", "-p", str(pid), "-o", data],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)  # perf attaches before the load starts; not a synchronisation of the server
-    run_wrk(url, script, conc, seconds)
-    recorder.send_signal(signal.SIGINT)
-    recorder.wait(timeout=30)
+    perf_during_load([perf, "record", "-F", "999", "--call-graph", "dwarf,16384", "-p", str(pid), "-o", data],
+                     url, script, conc, seconds)
     report = subprocess.run([perf, "report", "-i", data, "--no-children", "--stdio", "-g", "none",
                              "--percent-limit", "0.5", "--sort", "dso,symbol"],
                             capture_output=True, text=True, timeout=300).stdout

@@ -630,7 +630,9 @@ Result<std::unique_ptr<LlmEngine>> LlmEngine::load(const LlmConfig& config) {
       impl->adapters.push_back({adapter.name, lora, adapter.scale});
       continue;
     }
-    // Checked by llama.cpp above (names and shapes against this base), then folded into a copy.
+    // Checked by llama.cpp above (names and shapes against this base), then folded into a copy:
+    // the adapter itself is not needed past the check.
+    llama_adapter_lora_free(lora);
     auto merged = load_merged(path, adapter);
     if (!merged) return merged.error();
     impl->merged_models.push_back(*merged);

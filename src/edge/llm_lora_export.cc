@@ -1,35 +1,19 @@
 #include "edge/llm_lora_export.h"
 
-#include <ggml.h>
-#include <gguf.h>
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "edge/llm_gguf_file.h"
 #include "edge/lora_delta.h"
 
 namespace hengshi::edge {
 namespace {
 
-struct LoadedGguf {
-  gguf_context* gguf = nullptr;
-  ggml_context* tensors = nullptr;
-  ~LoadedGguf() {
-    if (gguf != nullptr) gguf_free(gguf);
-    if (tensors != nullptr) ggml_free(tensors);
-  }
-};
-
-Error failed(const std::string& why) { return Error{"lora_export_failed", why}; }
-
-Status load(const std::string& path, LoadedGguf& out) {
-  out.gguf = gguf_init_from_file(path.c_str(), {/*no_alloc=*/false, &out.tensors});
-  if (out.gguf == nullptr) return failed("cannot read " + path + " as GGUF");
-  return Ok{};
-}
+constexpr const char* kFailed = "lora_export_failed";
+Error failed(const std::string& why) { return Error{kFailed, why}; }
 
 }  // namespace
 
@@ -39,8 +23,8 @@ Result<LoraExportReport> export_lora_adapter(const std::string& base_path,
   if (rank < 1) return failed("the adapter's rank must be >= 1");
   LoadedGguf base;
   LoadedGguf tuned;
-  if (auto s = load(base_path, base); !s) return s.error();
-  if (auto s = load(tuned_path, tuned); !s) return s.error();
+  if (auto s = base.read(base_path, kFailed); !s) return s.error();
+  if (auto s = tuned.read(tuned_path, kFailed); !s) return s.error();
   const std::int64_t arch_key = gguf_find_key(tuned.gguf, "general.architecture");
   if (arch_key < 0) return failed(tuned_path + " has no general.architecture");
 

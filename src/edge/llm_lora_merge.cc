@@ -1,33 +1,19 @@
 #include "edge/llm_lora_merge.h"
 
 #include <Eigen/Dense>
-#include <ggml.h>
-#include <gguf.h>
 
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "edge/llm_gguf_file.h"
+
 namespace hengshi::edge {
 namespace {
 
-Error failed(const std::string& why) { return Error{"lora_merge_failed", why}; }
-
-struct LoadedGguf {
-  gguf_context* gguf = nullptr;
-  ggml_context* tensors = nullptr;
-  ~LoadedGguf() {
-    if (gguf != nullptr) gguf_free(gguf);
-    if (tensors != nullptr) ggml_free(tensors);
-  }
-};
-
-Status load(const std::string& path, LoadedGguf& out) {
-  out.gguf = gguf_init_from_file(path.c_str(), {/*no_alloc=*/false, &out.tensors});
-  if (out.gguf == nullptr) return failed("cannot read " + path + " as GGUF");
-  return Ok{};
-}
+constexpr const char* kFailed = "lora_merge_failed";
+Error failed(const std::string& why) { return Error{kFailed, why}; }
 
 // A 2-D tensor's values as F32, row-major (ne1 rows of ne0).
 Result<std::vector<float>> to_f32(const ggml_tensor* t) {
@@ -81,8 +67,8 @@ Result<LoraMergeReport> merge_lora_adapter(const std::string& base_path, const s
   const auto started = std::chrono::steady_clock::now();
   LoadedGguf base;
   LoadedGguf adapter;
-  if (auto s = load(base_path, base); !s) return s.error();
-  if (auto s = load(adapter_path, adapter); !s) return s.error();
+  if (auto s = base.read(base_path, kFailed); !s) return s.error();
+  if (auto s = adapter.read(adapter_path, kFailed); !s) return s.error();
   float alpha = 0.0f;
   if (const std::int64_t key = gguf_find_key(adapter.gguf, "adapter.lora.alpha");
       key >= 0 && gguf_get_kv_type(adapter.gguf, key) == GGUF_TYPE_FLOAT32) {

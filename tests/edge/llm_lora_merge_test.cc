@@ -40,7 +40,8 @@ class LoraMergeTest : public ::testing::Test {
   static std::string base() { return (*dir_ / "base.gguf").string(); }
   static std::string path(const std::string& name) { return (*dir_ / name).string(); }
 
-  static std::unique_ptr<LlmEngine> load(const std::string& adapter, float scale, bool merge) {
+  // The base, with `adapter` (a file; "" = none) for task type faq.
+  static LlmConfig config(const std::string& adapter, float scale, bool merge) {
     LlmConfig config;
     config.model_path = base();
     config.threads = 1;
@@ -48,7 +49,10 @@ class LoraMergeTest : public ::testing::Test {
     config.max_tokens = 12;
     config.merge_adapters = merge;
     if (!adapter.empty()) config.adapters = {{"faq", adapter, scale, "v1"}};
-    auto engine = LlmEngine::load(config);
+    return config;
+  }
+  static std::unique_ptr<LlmEngine> load(const std::string& adapter, float scale, bool merge) {
+    auto engine = LlmEngine::load(config(adapter, scale, merge));
     EXPECT_TRUE(engine.ok()) << engine.error().message;
     return engine.ok() ? std::move(engine).value() : nullptr;
   }
@@ -121,15 +125,12 @@ TEST_F(LoraMergeTest, AMismatchedAdapterIsRefusedNamingIt) {
   EXPECT_EQ(merged.error().code, "lora_merge_failed");
   EXPECT_NE(merged.error().message.find("blk.9.attn_q.weight"), std::string::npos) << merged.error().message;
 
-  LlmConfig config;
-  config.model_path = base();
-  config.threads = 1;
-  config.context_tokens = 256;
-  config.adapters = {{"faq", path("bad.gguf"), 1.0f, "v1"}};
-  auto refused = LlmEngine::load(config);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().code, "adapter_load_failed");
-  EXPECT_NE(refused.error().message.find("\"faq\""), std::string::npos) << refused.error().message;
+  for (bool merge : {true, false}) {
+    auto refused = LlmEngine::load(config(path("bad.gguf"), 1.0f, merge));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, "adapter_load_failed");
+    EXPECT_NE(refused.error().message.find("\"faq\""), std::string::npos) << refused.error().message;
+  }
 
   auto unreadable = merge_lora_adapter(base(), path("missing.gguf"), 1.0f, path("x.gguf"));
   ASSERT_FALSE(unreadable.ok());
