@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "core/json_text.h"
+
 namespace hengshi::server {
 
 using nlohmann::json;
@@ -18,17 +20,28 @@ json usage_object(const TokenUsage& usage) {
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-json completion_object(const std::string& id, const std::string& model, const std::string& content,
-                       const std::string& finish_reason, const TokenUsage& usage) {
-  json message = {{"role", "assistant"}, {"content", content}};
-  json choice = {{"index", 0}, {"message", std::move(message)}, {"logprobs", nullptr},
-                 {"finish_reason", finish_reason}};
-  return {{"id", id},
-          {"object", "chat.completion"},
-          {"created", unix_seconds_now()},
-          {"model", model},
-          {"choices", json::array({std::move(choice)})},
-          {"usage", usage_object(usage)}};
+std::string completion_text(std::string_view id, std::string_view model, std::string_view content,
+                            std::string_view finish_reason, const TokenUsage& usage) {
+  std::string out;
+  out.reserve(content.size() + id.size() + model.size() + 240);
+  out += R"({"choices":[{"finish_reason":)";
+  append_json_string(out, finish_reason);
+  out += R"(,"index":0,"logprobs":null,"message":{"content":)";
+  append_json_string(out, content);
+  out += R"(,"role":"assistant"}}],"created":)";
+  out += std::to_string(unix_seconds_now());
+  out += R"(,"id":)";
+  append_json_string(out, id);
+  out += R"(,"model":)";
+  append_json_string(out, model);
+  out += R"(,"object":"chat.completion","usage":{"completion_tokens":)";
+  out += std::to_string(usage.completion_tokens);
+  out += R"(,"prompt_tokens":)";
+  out += std::to_string(usage.prompt_tokens);
+  out += R"(,"total_tokens":)";
+  out += std::to_string(usage.prompt_tokens + usage.completion_tokens);
+  out += "}}";
+  return out;
 }
 
 json completion_chunk(const std::string& id, const std::string& model, json delta,

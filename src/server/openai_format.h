@@ -17,9 +17,10 @@ struct TokenUsage {
 
 std::int64_t unix_seconds_now();
 
-nlohmann::json completion_object(const std::string& id, const std::string& model,
-                                 const std::string& content, const std::string& finish_reason,
-                                 const TokenUsage& usage);
+// A whole chat.completion as JSON text, written without a DOM (it is every edge and cached
+// answer's body): the bytes dump_text() gives for the same object, members in its (sorted) order.
+std::string completion_text(std::string_view id, std::string_view model, std::string_view content,
+                            std::string_view finish_reason, const TokenUsage& usage);
 
 // One chunk; `delta` is e.g. {"role":"assistant"} or {"content":"..."}; finish_reason "" = null.
 nlohmann::json completion_chunk(const std::string& id, const std::string& model, nlohmann::json delta,

@@ -121,8 +121,9 @@ awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, chain::An
       // The upstream's own bytes, passed through with our metadata spliced in (no re-serialising).
       response.body() = cloud::with_member(answer.upstream_body, "hengshi", client_meta_text(meta));
     } else {
-      json body = completion_object(meta.request_id, meta.model, answer.content, answer.finish_reason, tokens);
-      response.body() = with_last_member(dump_text(body), "hengshi", client_meta_text(meta));
+      response.body() = with_last_member(
+          completion_text(meta.request_id, meta.model, answer.content, answer.finish_reason, tokens), "hengshi",
+          client_meta_text(meta));
     }
     co_return co_await exchange_.send(std::move(response));
   }
