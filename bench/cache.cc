@@ -1,7 +1,7 @@
 // bench_cache: the answer cache's precision and speed.
 //
 //   bench_cache [--data DIR] [--section precision|speed|all] [--entries 100000] [--quick]
-//               [--build-dir DIR] [--source-dir DIR]
+//               [--one-cpu N] [--build-dir DIR] [--source-dir DIR]
 //
 // Precision, on ../shared/data/atec_ccks_dev_pairs.jsonl (Chinese customer-service question pairs,
 // label 1 = same meaning; skipped cleanly when absent): for each pair, `a` is cached and `b` asked.
@@ -17,6 +17,12 @@
 // are timed one at a time on keep-alive connections; the gateway's RSS before and after the fill
 // gives the memory per 100k entries. The same again with the Redis tier (a redis-server started
 // here on loopback). Everything stops by itself.
+//
+// Placement: on a VM, a wake-up across CPUs costs tens of microseconds each way, and the scheduler
+// puts a one-thread sim on the client's CPU more often than the gateway's I/O thread, so a free
+// run compares placements as much as code. --one-cpu N runs the client, the sim, the gateway and
+// Redis on CPU N alone: both sides pay the same context switches, none pays a cross-CPU wake-up.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -58,6 +64,7 @@ struct Options {
   std::string section = "all";
   int entries = 100'000;
   bool quick = false;
+  int one_cpu = -1;  // speed: every process on this CPU alone (-1: the scheduler places them)
   std::string build_dir;
   std::string source_dir;
 };
@@ -349,6 +356,16 @@ void print_speed(const std::string& label, const SpeedResult& r, int entries) {
 }
 
 int run_speed(const Options& options) {
+  if (options.one_cpu >= 0) {
+    // Before anything starts: the sim, the gateways and Redis inherit the mask.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(options.one_cpu, &set);
+    if (::sched_setaffinity(0, sizeof(set), &set) != 0) {
+      std::fprintf(stderr, "bench_cache: cannot run on CPU %d alone\n", options.one_cpu);
+      return 2;
+    }
+  }
   std::unique_ptr<ChildProcess> sim;
   try {
     sim = std::make_unique<ChildProcess>(ChildProcess::start(
@@ -360,8 +377,10 @@ int run_speed(const Options& options) {
   const std::string buckets = "  hot: {max_entries: 200000, max_bytes: 1073741824}\n"
                               "  cold: {max_entries: 200000, max_bytes: 1073741824}\n"
                               "  threshold: 0.8\n";
-  std::printf("\nspeed: %d entries through the HTTP API, one gateway I/O thread, sim answering at once\n",
-              options.entries);
+  std::printf("\nspeed: %d entries through the HTTP API, one gateway I/O thread, sim answering at once; %s\n",
+              options.entries,
+              options.one_cpu >= 0 ? ("client and servers on CPU " + std::to_string(options.one_cpu) + " alone").c_str()
+                                   : "placement left to the scheduler");
   auto local = measure(options, sim->port(), "cache:\n" + buckets, "local tier");
   if (!local) return 2;
   print_speed("local tier", *local, options.entries);
@@ -391,6 +410,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"precision", "speed", "all"}));
   app.add_option("--entries", options.entries, "answers stored before timing")->check(CLI::Range(1000, 2'000'000));
   app.add_flag("--quick", options.quick, "fewer pairs and samples");
+  app.add_option("--one-cpu", options.one_cpu, "speed: run the client and every server on this CPU alone")
+      ->check(CLI::Range(0, 1023));
   app.add_option("--build-dir", options.build_dir, "build folder");
   app.add_option("--source-dir", options.source_dir, "source tree");
   CLI11_PARSE(app, argc, argv);
