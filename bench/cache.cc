@@ -16,7 +16,8 @@
 // then exact hits, semantic hits and direct calls to the sim (the baseline, same run, same client)
 // are timed one at a time on keep-alive connections; the gateway's RSS before and after the fill
 // gives the memory per 100k entries. The same again with the Redis tier (a redis-server started
-// here on loopback). Everything stops by itself.
+// here on loopback). Then the same exact hit, and the same question to the sim, in a closed loop
+// on 4 connections for 3 s each: requests per second, and their ratio. Everything stops by itself.
 //
 // Placement: on a VM, a wake-up across CPUs costs tens of microseconds each way, and the scheduler
 // puts a one-thread sim on the client's CPU more often than the gateway's I/O thread, so a free
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -250,7 +252,30 @@ std::string question(int i) {
 struct Timing {
   std::vector<std::int64_t> exact, semantic, direct;
   std::size_t semantic_misses = 0;
+  double exact_rps = 0, direct_rps = 0;  // closed loop, kLoopConnections connections
 };
+
+constexpr int kLoopConnections = 4;
+
+// Requests per second over `seconds`, kLoopConnections keep-alive connections each sending
+// `body` as soon as its last answer is in (a closed loop; bounded in time).
+double closed_loop_rps(int port, const std::string& body, double seconds) {
+  std::atomic<long> done{0};
+  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  const auto started = Clock::now();
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kLoopConnections; ++c) {
+    clients.emplace_back([&] {
+      hengshi::testing::HttpConnection connection("127.0.0.1", port);
+      while (Clock::now() < until) {
+        connection.send({"POST", "/v1/chat/completions", body, "application/json", {}});
+        ++done;
+      }
+    });
+  }
+  for (auto& client : clients) client.join();
+  return static_cast<double>(done) / std::chrono::duration<double>(Clock::now() - started).count();
+}
 
 struct SpeedResult {
   long rss_before_kib = 0;
@@ -319,6 +344,10 @@ std::optional<SpeedResult> measure(const Options& options, int sim_port, const s
       ++result.timing.semantic_misses;
     }
   }
+  // Throughput of the same exact hit against the same answer from the sim, one run.
+  const double loop_seconds = options.quick ? 1.0 : 3.0;
+  result.timing.exact_rps = closed_loop_rps(gateway->port(), body_of(question(1), "cloud-small"), loop_seconds);
+  result.timing.direct_rps = closed_loop_rps(sim_port, body_of(question(1), "sim-small"), loop_seconds);
   const json stats = hengshi::testing::http_call("127.0.0.1", gateway->admin_port(),
                                                   {"GET", "/admin/cache/stats", "", "", {}})
                          .json();
@@ -345,6 +374,10 @@ void print_speed(const std::string& label, const SpeedResult& r, int entries) {
     std::printf("  ratio to a direct sim call, p50: exact %.2fx, semantic %.2fx\n",
                 static_cast<double>(percentile(r.timing.exact, 0.5)) / direct_p50,
                 static_cast<double>(percentile(r.timing.semantic, 0.5)) / direct_p50);
+  }
+  if (r.timing.direct_rps > 0) {
+    std::printf("  closed loop, %d connections: exact hits %.0f req/s, direct to the sim %.0f req/s (%.2fx)\n",
+                kLoopConnections, r.timing.exact_rps, r.timing.direct_rps, r.timing.exact_rps / r.timing.direct_rps);
   }
   const double per_100k_mib = static_cast<double>(r.rss_after_kib - r.rss_before_kib) / 1024.0 * 100'000.0 / entries;
   std::printf("  RSS %ld -> %ld KiB: %.1f MiB per 100k entries\n", r.rss_before_kib, r.rss_after_kib, per_100k_mib);
