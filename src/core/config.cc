@@ -257,7 +257,8 @@ void apply(const YAML::Node& root, Config& config) {
     if (const YAML::Node llm = edge["llm"]) {
       reject_unknown(llm, "edge.llm",
                      {"model_path", "threads", "context_tokens", "max_tokens", "workers", "max_queue",
-                      "summary_turns", "summary_chars", "adapters", "merge_adapters", "history", "gate"});
+                      "summary_turns", "summary_chars", "adapters", "merge_adapters", "history", "gate",
+                      "watch_interval_ms"});
       EdgeLlmConfig& l = config.edge.llm;
       read(llm, "edge.llm", "model_path", l.model_path);
       read(llm, "edge.llm", "threads", l.threads);
@@ -269,6 +270,7 @@ void apply(const YAML::Node& root, Config& config) {
       read(llm, "edge.llm", "summary_chars", l.summary_chars);
       read(llm, "edge.llm", "history", l.history);
       read(llm, "edge.llm", "merge_adapters", l.merge_adapters);
+      read(llm, "edge.llm", "watch_interval_ms", l.watch_interval_ms);
       if (const YAML::Node gate = llm["gate"]) {
         reject_unknown(gate, "edge.llm.gate", {"data", "f1_tolerance", "speed_tolerance", "agreement_tolerance",
                                                "refusal_tolerance", "refusal", "max_rows"});
@@ -488,6 +490,9 @@ Status validate_config(const Config& config) {
     positive(llm.max_tokens, "edge.llm.max_tokens");
     positive(llm.workers, "edge.llm.workers");
     positive(llm.max_queue, "edge.llm.max_queue");
+    if (llm.watch_interval_ms < 0) {
+      throw FieldError{"edge.llm.watch_interval_ms", "must be >= 0 (0 = the serving directories are not watched)"};
+    }
     positive(llm.summary_turns, "edge.llm.summary_turns");
     positive(llm.summary_chars, "edge.llm.summary_chars");
     if (!(llm.gate.f1_tolerance >= 0 && llm.gate.f1_tolerance <= 1)) {

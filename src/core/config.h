@@ -143,6 +143,10 @@ struct EdgeLlmConfig {
   // history, and promotion and rollback are refused.
   std::string history;
   EdgeGateConfig gate;
+  // How often the serving directories (each adapter's, a promoted full model's) are checked for a
+  // new version written into them; one is promoted like `hengshi edge promote` (gate included, by
+  // "watch"). Needs history and gate.data. 0 = not watched.
+  std::int64_t watch_interval_ms = 1000;
 };
 
 struct EdgeConfig {

@@ -125,7 +125,9 @@ Result<std::unique_ptr<LlmLifecycle>> LlmLifecycle::start(const EdgeLlmConfig& c
   if (!serving) serving = load_serving(config, configured);
   if (!serving) return serving.error();
   auto slot = std::make_shared<LlmSlot>(std::move(*serving));
-  return std::unique_ptr<LlmLifecycle>(new LlmLifecycle(config, std::move(history), std::move(slot), std::move(source)));
+  std::unique_ptr<LlmLifecycle> lifecycle(new LlmLifecycle(config, std::move(history), std::move(slot), std::move(source)));
+  lifecycle->start_watch();
+  return lifecycle;
 }
 
 LlmLifecycle::LlmLifecycle(EdgeLlmConfig config, std::optional<EdgeHistory> history,
@@ -136,7 +138,51 @@ LlmLifecycle::LlmLifecycle(EdgeLlmConfig config, std::optional<EdgeHistory> hist
       history_(std::move(history)),
       thread_(std::make_unique<asio::thread_pool>(1)) {}
 
-LlmLifecycle::~LlmLifecycle() { thread_->join(); }
+LlmLifecycle::~LlmLifecycle() {
+  stopping_ = true;
+  if (watch_timer_) asio::post(*thread_, [this] { watch_timer_->cancel(); });
+  thread_->join();
+}
+
+void LlmLifecycle::start_watch() {
+  if (config_.watch_interval_ms <= 0) {
+    watch_off_ = "edge.llm.watch_interval_ms is 0";
+  } else if (!history_) {
+    watch_off_ = "needs edge.llm.history (a watched change is a promotion)";
+  } else if (config_.gate.data.empty()) {
+    watch_off_ = "needs edge.llm.gate.data (a watched change passes the gate first)";
+  }
+  if (!watch_off_.empty()) {
+    if (config_.watch_interval_ms > 0) spdlog::info("edge LLM: serving directories not watched: {}", watch_off_);
+    return;
+  }
+  // The first stamps now, before the gateway serves: a directory rewritten from here on is a
+  // change (the thread runs nothing yet, so watch_ is still this thread's).
+  (void)watch_.poll(slot_->current()->state);
+  watch_timer_ = std::make_unique<asio::steady_timer>(thread_->get_executor());
+  asio::post(*thread_, [this] { arm_watch(); });
+}
+
+void LlmLifecycle::arm_watch() {
+  watch_timer_->expires_after(std::chrono::milliseconds(config_.watch_interval_ms));
+  watch_timer_->async_wait([this](const boost::system::error_code& error) {
+    if (error || stopping_) return;
+    watch_tick();
+    arm_watch();
+  });
+}
+
+void LlmLifecycle::watch_tick() {
+  for (const DirChange& change : watch_.poll(slot_->current()->state)) {
+    if (stopping_) return;
+    const std::string what = change.task.empty() ? "the full model" : "the " + change.task + " adapter";
+    spdlog::info("edge LLM: {} now holds {} ({}); promoting it through the gate", change.dir,
+                 change.version.empty() ? "an unreadable manifest" : change.version, what);
+    const EdgeOutcome outcome = promote_now({change.dir, change.task, "", "watch"});
+    if (outcome.code == "change_in_progress") continue;  // another change ran: tried at the next tick
+    watch_.tried(change);
+  }
+}
 
 awaitable<EdgeOutcome> LlmLifecycle::promote(PromoteRequest request) {
   return run_on<EdgeOutcome>(*thread_, [this, request = std::move(request)] { return promote_now(request); });
@@ -254,13 +300,17 @@ EdgeOutcome LlmLifecycle::promote_now(const PromoteRequest& request) {
   auto candidate = load_serving(config_, next);
   if (!candidate) return finish(entry, candidate.error().code, candidate.error().message);
   entry.load_ms = ms_since(load_started);
-  auto baseline = load_serving(config_, current->state);
-  if (!baseline) return finish(entry, baseline.error().code, "the serving version: " + baseline.error().message);
+  auto fresh = load_serving(config_, current->state);
+  // When the serving version's files have changed since it loaded (its directory rewritten in
+  // place: what the watch promotes), no fresh copy can load: the gate compares with the engine
+  // that serves. It answers traffic meanwhile, so its tokens/s may read low; the report says so.
+  std::shared_ptr<const LlmServing> baseline = fresh ? std::move(*fresh) : current;
   bool passed = false;
-  auto gate = run_gate(request, **baseline, **candidate, passed);
-  baseline->reset();
+  auto gate = run_gate(request, *baseline, **candidate, passed);
+  baseline.reset();
   if (!gate) return finish(entry, gate.error().code, gate.error().message);
   entry.gate = std::move(*gate);
+  if (!fresh) entry.gate["baseline_engine"] = "serving (no fresh copy: " + fresh.error().message + ")";
   if (!passed) {
     std::string reasons;
     for (const auto& reason : entry.gate["reasons"]) reasons += (reasons.empty() ? "" : "; ") + reason.get<std::string>();
@@ -340,6 +390,8 @@ nlohmann::json LlmLifecycle::status(bool brief) const {
   status["previous_loaded"] = previous ? nlohmann::json(previous->state.describe()) : nlohmann::json(nullptr);
   status["history"] = history_ ? nlohmann::json(history_->path()) : nlohmann::json(nullptr);
   status["change_in_progress"] = changing_;
+  status["watch"] = watch_off_.empty() ? nlohmann::json{{"interval_ms", config_.watch_interval_ms}}
+                                       : nlohmann::json{{"off", watch_off_}};
   if (history_) {
     const auto target = history_->rollback_target();
     status["rollback_to"] = target ? nlohmann::json(target->describe()) : nlohmann::json(nullptr);

@@ -5,7 +5,9 @@
 //             adapter must be trained on the serving base), run the regression gate against a
 //             fresh copy of what serves, and swap the candidate in only when it passes;
 //   rollback  back to the state under the current one in the history: a pointer swap when that
-//             version is still loaded (the one just replaced), else a load.
+//             version is still loaded (the one just replaced), else a load;
+//   watch     every edge.llm.watch_interval_ms, a serving directory that now holds another
+//             version (ServingDirWatch) is promoted like the above, by "watch", gate included.
 // Every attempt is a history line, a log line and a metric; a refused or failed one leaves the
 // serving version untouched.
 //
@@ -24,6 +26,7 @@
 #include "edge/edge_control.h"
 #include "edge/edge_history.h"
 #include "edge/llm_slot.h"
+#include "edge/serving_dir_watch.h"
 
 namespace hengshi::edge {
 
@@ -57,6 +60,11 @@ class LlmLifecycle : public EdgeControl {
   EdgeOutcome finish(HistoryEntry& entry, std::string code, std::string message);
   Result<nlohmann::json> run_gate(const PromoteRequest& request, const LlmServing& baseline,
                                   const LlmServing& candidate, bool& passed) const;
+  // The watch: started at start() when the interval, the history and the gate's data are set;
+  // the timer is armed and each tick runs on thread_.
+  void start_watch();
+  void arm_watch();
+  void watch_tick();
 
   EdgeLlmConfig config_;
   std::shared_ptr<LlmSlot> slot_;
@@ -65,6 +73,10 @@ class LlmLifecycle : public EdgeControl {
   std::optional<EdgeHistory> history_;
   bool changing_ = false;
   std::unique_ptr<asio::thread_pool> thread_;
+  ServingDirWatch watch_;                       // only touched on thread_
+  std::unique_ptr<asio::steady_timer> watch_timer_;  // null when not watching
+  std::string watch_off_;                       // why not watching ("" when watching); set once at start
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace hengshi::edge

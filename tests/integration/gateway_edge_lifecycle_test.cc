@@ -72,14 +72,17 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
   static std::string history() { return *dir_ + "/history.jsonl"; }
   static std::string gate_data() { return *dir_ + "/gate.jsonl"; }
 
-  void start_gateway() {
+  // `more`: extra edge.llm lines. The watch is off unless they set it: the rewrite at the end
+  // of the promotion test must meet a restart, not a watch.
+  void start_gateway(const std::string& history_path = history(),
+                     const std::string& more = "    watch_interval_ms: 0\n") {
     ASSERT_TRUE(ok_) << *log_;
     GatewayOptions options;
     // Two workers: streamed requests keep one busy while the gate runs on its own engines.
     options.extra_yaml = "edge:\n  llm:\n    model_path: " + *dir_ + "/base.gguf\n    threads: 1\n" +
                          "    max_tokens: 48\n    context_tokens: 256\n    workers: 2\n" +
-                         "    history: " + history() + "\n    gate: {data: " + gate_data() +
-                         ", speed_tolerance: 0.9, refusal: 抱歉，这个问题我无法回答。}\n";
+                         "    history: " + history_path + "\n    gate: {data: " + gate_data() +
+                         ", speed_tolerance: 0.9, refusal: 抱歉，这个问题我无法回答。}\n" + more;
     start(options);
   }
   json ask_faq() {
@@ -94,9 +97,9 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
                      {"POST", path, body.dump(), "application/json", {}}, std::chrono::seconds(120));
   }
   static json manifest(const std::string& dir) { return json::parse(std::ifstream(dir + "/manifest.json")); }
-  static std::vector<json> history_lines() {
+  static std::vector<json> history_lines(const std::string& path = history()) {
     std::vector<json> lines;
-    std::ifstream in(history());
+    std::ifstream in(path);
     for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
     return lines;
   }
@@ -235,6 +238,68 @@ TEST_F(GatewayEdgeLifecycleTest, PromoteWhileStreamingRefuseWorseAndCorruptRollB
   EXPECT_NE(status["source"].get<std::string>().find("not the promoted " + version), std::string::npos)
       << status.dump();
   EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf");
+}
+
+// A serving adapter directory rewritten in place (as `hengshi finetune --out DIR` or a deploy does)
+// is seen by the watch, gated against the version that serves (its files are gone, so the gate
+// uses the serving engine) and swapped in; a corrupt rewrite is refused and the version that
+// serves stays. Both are history lines by "watch".
+TEST_F(GatewayEdgeLifecycleTest, TheWatchGatesAndSwapsInARewrittenAdapterDirectory) {
+  const std::string watched = *dir_ + "/watched-faq";
+  const std::string watch_history = *dir_ + "/watch-history.jsonl";
+  fs::remove_all(watched);
+  fs::remove(watch_history);
+  fs::copy(*dir_ + "/shuffled-adapter", watched, fs::copy_options::recursive);
+  const std::string first = manifest(watched)["model_version"];
+  start_gateway(watch_history, "    watch_interval_ms: 100\n    adapters: {faq: " + watched + "}\n");
+  json status = admin_get("/admin/edge").json();
+  EXPECT_EQ(status["watch"]["interval_ms"], 100) << status.dump();
+  EXPECT_EQ(status["adapters"]["faq"], first);
+  EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + first);
+
+  // The better adapter written over it: the file, then its manifest.
+  fs::copy_file(good() + "/adapter.gguf", watched + "/adapter.gguf", fs::copy_options::overwrite_existing);
+  fs::copy_file(good() + "/manifest.json", watched + "/manifest.json", fs::copy_options::overwrite_existing);
+  const std::string second = manifest(watched)["model_version"];
+  ASSERT_NE(second, first);
+  // A line is appended whole, but a read may meet it half-written: that read does not count.
+  auto history_has = [&](std::size_t lines) {
+    try {
+      return history_lines(watch_history).size() >= lines;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  ASSERT_TRUE(wait_until([&] { return history_has(1); }, std::chrono::seconds(120)))
+      << "the watch never acted on " << watched << "\n" << gateway_->output();
+  json line = history_lines(watch_history).back();
+  EXPECT_EQ(line["by"], "watch");
+  EXPECT_EQ(line["result"], "promoted") << line.dump();
+  EXPECT_TRUE(line["gate"]["passed"].get<bool>()) << line.dump();
+  EXPECT_NE(line["gate"].value("baseline_engine", "").find("serving"), std::string::npos) << line.dump();
+  EXPECT_EQ(admin_get("/admin/edge").json()["adapters"]["faq"], second);
+  EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + second);
+
+  // A corrupt new version (its bytes do not match its manifest): refused, once; the version that
+  // serves stays.
+  fs::copy_file(*dir_ + "/corrupt-adapter/adapter.gguf", watched + "/adapter.gguf",
+                fs::copy_options::overwrite_existing);
+  json corrupt = manifest(watched);
+  corrupt["model_version"] = "20270102T000000Z-deadbeef";
+  std::ofstream(watched + "/manifest.json", std::ios::trunc) << corrupt.dump(2);
+  ASSERT_TRUE(wait_until([&] { return history_has(2); }, std::chrono::seconds(60)));
+  line = history_lines(watch_history).back();
+  EXPECT_EQ(line["by"], "watch");
+  EXPECT_EQ(line["result"], "refused") << line.dump();
+  EXPECT_NE(line["error"].get<std::string>().find("adapter.gguf"), std::string::npos) << line.dump();
+  EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + second);
+  // Not retried while the directory stays as it is: a promotion by hand still goes first.
+  auto rolled = change("/admin/edge/rollback", {{"by", "test"}});
+  EXPECT_EQ(rolled.status, 200) << rolled.body;
+  EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + first);
+  const auto lines = history_lines(watch_history);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2]["action"], "rollback");
 }
 
 }  // namespace
