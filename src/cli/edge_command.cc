@@ -59,6 +59,7 @@ void print_gate(const nlohmann::json& gate) {
   std::printf("gate on %s: %d rows, %d out of scope; tolerance F1 %.3f, intent %.2f, refusals %.2f, speed %.0f%%\n",
               gate.value("data", "").c_str(), gate.value("rows", 0), gate.value("oos_rows", 0), t.value("f1", 0.0),
               t.value("agreement", 0.0), t.value("refusal", 0.0), 100 * t.value("speed", 0.0));
+  std::printf("intent agreement judged against: %s\n", gate.value("intent_reference", "labels").c_str());
   std::printf("  %-10s %-5s %-48s %7s %6s %7s %7s %9s\n", "", "kind", "version", "F1", "exact", "intent", "refuse",
               "tok/s");
   for (const char* side : {"baseline", "candidate"}) {
@@ -166,6 +167,9 @@ void add_edge_command(CLI::App& app, int& exit_code) {
   gate->add_option("--refusal", options->refusal, "refusal text when no __oos__ row gives one");
   gate->add_option("--threads", options->threads, "compute threads (0 = all cores)");
   gate->add_option("--max-rows", options->max_rows, "score at most this many rows (0 = all)");
+  gate->add_option("--intent-model", options->intent_model,
+                   "intent model directory: judge intent agreement against its predictions (as the "
+                   "gateway does with edge.intent_model), not the labels");
   gate->add_flag("!--runtime-adapters", options->merge_adapters,
                  "apply LoRA adapters at every token, as with edge.llm.merge_adapters: false "
                  "(default: merged into the base, as served by default)");

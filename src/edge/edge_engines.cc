@@ -56,7 +56,7 @@ Result<EdgeEngines> load_edge_engines(const EdgeConfig& config) {
   }
   if (!config.llm.model_path.empty()) {
 #ifdef HENGSHI_HAVE_LLAMA
-    auto lifecycle = LlmLifecycle::start(config.llm);
+    auto lifecycle = LlmLifecycle::start(config.llm, engines.intent);
     if (!lifecycle) return lifecycle.error();
     engines.llm = (*lifecycle)->slot();
     engines.control = std::shared_ptr<EdgeControl>(std::move(*lifecycle));

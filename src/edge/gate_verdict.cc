@@ -45,11 +45,32 @@ bool is_refusal(const std::string& answer, const std::string& refusal) {
   return !refusal.empty() && (same_answer(answer, refusal) || char_f1(answer, refusal) >= 0.5);
 }
 
+void use_intent_reference(GateSet& set, const std::function<std::string(std::string_view)>& predict,
+                          const std::string& name) {
+  set.reference_intents.clear();
+  for (const FinetuneRow& row : set.in_scope) {
+    // The question: the last user turn before the answer.
+    std::string_view question;
+    for (std::size_t i = row.messages.size(); i-- > 1;) {
+      if (row.messages[i - 1].role == "user") {
+        question = row.messages[i - 1].text;
+        break;
+      }
+    }
+    std::string intent = question.empty() ? std::string() : predict(question);
+    if (intent == kOutOfScopeIntent) intent.clear();
+    set.reference_intents.push_back(std::move(intent));
+  }
+  set.intent_reference = name;
+}
+
 double intent_agreement(const GateSet& set, const std::vector<std::string>& answers) {
   if (set.intent_answers.size() < 2) return -1;
   int labelled = 0, agreed = 0;
   for (std::size_t i = 0; i < set.in_scope.size() && i < answers.size(); ++i) {
-    if (set.in_scope[i].intent.empty()) continue;
+    const std::string& reference =
+        set.reference_intents.empty() ? set.in_scope[i].intent : set.reference_intents[i];
+    if (reference.empty()) continue;
     ++labelled;
     const std::string* nearest = nullptr;
     double best = -1;
@@ -60,7 +81,7 @@ double intent_agreement(const GateSet& set, const std::vector<std::string>& answ
         nearest = &intent;
       }
     }
-    if (nearest != nullptr && *nearest == set.in_scope[i].intent) ++agreed;
+    if (nearest != nullptr && *nearest == reference) ++agreed;
   }
   return labelled == 0 ? -1 : double(agreed) / labelled;
 }
@@ -127,6 +148,7 @@ nlohmann::json gate_json(const std::string& data, const GateSet& set, const Gate
           {"rows", set.in_scope.size()},
           {"oos_rows", set.out_of_scope.size()},
           {"refusal", set.refusal},
+          {"intent_reference", set.intent_reference},
           {"tolerance",
            {{"f1", tolerance.f1}, {"speed", tolerance.speed}, {"agreement", tolerance.agreement}, {"refusal", tolerance.refusal}}},
           {"baseline", side_json(baseline)},

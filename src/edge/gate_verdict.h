@@ -5,8 +5,10 @@
 // configuration.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "edge/finetune_data.h"
@@ -21,8 +23,9 @@ struct GateSide {
   double f1 = 0;     // mean answer F1 (answer_score.h)
   double exact = 0;  // share answered exactly
   double tokens_per_second = 0;
-  // FAQ sets with two or more intents: share of intent-labelled rows whose answer is nearest
-  // (answer F1) to their own intent's answer among all intents' answers; -1 = not measured.
+  // FAQ sets with two or more intents: share of judged rows whose answer is nearest (answer F1)
+  // to their reference intent's answer among all intents' answers (GateSet::intent_reference);
+  // -1 = not measured.
   double intent_agreement = -1;
   int oos_rows = 0;           // out-of-scope (__oos__) rows asked
   double refusal_rate = -1;   // share of them answered with the refusal; -1 = no refusal text
@@ -43,8 +46,17 @@ struct GateSet {
   std::vector<FinetuneRow> out_of_scope;
   std::string refusal;  // "" = refusals not measured
   std::vector<std::pair<std::string, std::string>> intent_answers;  // (intent, answer), in-scope
+  // The intent each in-scope row's answer is judged against: by default its label; with an
+  // intent model, what the intent engine (which answers the FAQ traffic) predicts for the
+  // question, so the LLM is held to agree with the edge's other engine. "" = not judged (no
+  // label, or the engine calls it out of scope).
+  std::vector<std::string> reference_intents;  // empty = the labels
+  std::string intent_reference = "labels";
 };
 GateSet make_gate_set(const FinetuneData& data, const std::string& refusal);
+// Judge intent agreement against `predict(question)` (an intent engine), named `name`.
+void use_intent_reference(GateSet& set, const std::function<std::string(std::string_view)>& predict,
+                          const std::string& name);
 
 // An answer counts as a refusal when it is the refusal text, or has answer F1 >= 0.5 with it.
 bool is_refusal(const std::string& answer, const std::string& refusal);

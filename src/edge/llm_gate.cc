@@ -85,9 +85,20 @@ Result<GateSet> read_gate_set(const std::string& path, int max_rows, const std::
   return set;
 }
 
+std::function<std::string(std::string_view)> intent_model_reference(const IntentEngine& engine) {
+  return [&engine](std::string_view question) { return engine.predict(question).intent; };
+}
+
 Result<GateReport> run_gate(const GateOptions& options) {
   auto set = read_gate_set(options.data_path, options.max_rows, options.refusal);
   if (!set) return set.error();
+  std::unique_ptr<IntentEngine> intent;
+  if (!options.intent_model.empty()) {
+    auto loaded = IntentEngine::load(options.intent_model);
+    if (!loaded) return Error{loaded.error().code, "--intent-model: " + loaded.error().message};
+    intent = std::move(*loaded);
+    use_intent_reference(*set, intent_model_reference(*intent), "intent model " + intent->model_version());
+  }
   GateReport report;
   auto baseline_config = serving_config(options.baseline_dir, options.threads, options.merge_adapters, report.baseline);
   if (!baseline_config) return baseline_config.error();

@@ -10,6 +10,7 @@
 #include "core/result.h"
 #include "edge/finetune_data.h"
 #include "edge/gate_verdict.h"
+#include "edge/intent_engine.h"
 #include "edge/llm_engine.h"
 
 namespace hengshi::edge {
@@ -24,6 +25,8 @@ struct GateOptions {
   int threads = 0;
   int max_rows = 0;  // 0 = every row
   bool merge_adapters = true;  // as edge.llm.merge_adapters: measure what would serve
+  std::string intent_model;    // an intent model directory: intent agreement is judged against
+                               // its predictions instead of the labels ("" = the labels)
 };
 
 struct GateReport {
@@ -34,6 +37,9 @@ struct GateReport {
 
 // Errors: model_invalid (a directory or its manifest), data_invalid, model_load_failed.
 Result<GateReport> run_gate(const GateOptions& options);
+
+// An intent engine as the gate's intent reference (use_intent_reference): its top intent.
+std::function<std::string(std::string_view)> intent_model_reference(const IntentEngine& engine);
 
 // Both sides of the gate on engines already loaded (the gateway's promotion loads them itself):
 // F1, exact share, intent agreement and tokens/s of each engine with its adapter ("" = the base)

@@ -99,7 +99,8 @@ Result<std::shared_ptr<const LlmServing>> load_serving(const EdgeLlmConfig& knob
   return std::shared_ptr<const LlmServing>(std::move(serving));
 }
 
-Result<std::unique_ptr<LlmLifecycle>> LlmLifecycle::start(const EdgeLlmConfig& config) {
+Result<std::unique_ptr<LlmLifecycle>> LlmLifecycle::start(const EdgeLlmConfig& config,
+                                                          std::shared_ptr<const IntentEngine> intent) {
   std::optional<EdgeHistory> history;
   if (!config.history.empty()) {
     auto opened = EdgeHistory::open(config.history);
@@ -125,15 +126,17 @@ Result<std::unique_ptr<LlmLifecycle>> LlmLifecycle::start(const EdgeLlmConfig& c
   if (!serving) serving = load_serving(config, configured);
   if (!serving) return serving.error();
   auto slot = std::make_shared<LlmSlot>(std::move(*serving));
-  std::unique_ptr<LlmLifecycle> lifecycle(new LlmLifecycle(config, std::move(history), std::move(slot), std::move(source)));
+  std::unique_ptr<LlmLifecycle> lifecycle(new LlmLifecycle(config, std::move(history), std::move(slot), std::move(source), std::move(intent)));
   lifecycle->start_watch();
   return lifecycle;
 }
 
 LlmLifecycle::LlmLifecycle(EdgeLlmConfig config, std::optional<EdgeHistory> history,
-                           std::shared_ptr<LlmSlot> slot, std::string source)
+                           std::shared_ptr<LlmSlot> slot, std::string source,
+                           std::shared_ptr<const IntentEngine> intent)
     : config_(std::move(config)),
       slot_(std::move(slot)),
+      intent_(std::move(intent)),
       source_(std::move(source)),
       history_(std::move(history)),
       thread_(std::make_unique<asio::thread_pool>(1)) {}
@@ -234,6 +237,7 @@ Result<nlohmann::json> LlmLifecycle::run_gate(const PromoteRequest& request, con
   const std::string data = request.data.empty() ? config_.gate.data : request.data;
   auto set = read_gate_set(data, config_.gate.max_rows, config_.gate.refusal);
   if (!set) return set.error();
+  if (intent_) use_intent_reference(*set, intent_model_reference(*intent_), "intent model " + intent_->model_version());
   // The task's adapter on each side ("" = its base); the baseline is a fresh copy of what serves,
   // so both sides are timed on engines of their own, in alternation, under the same load.
   auto adapter_of = [&request](const LlmServing& serving) {

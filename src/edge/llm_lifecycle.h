@@ -25,6 +25,7 @@
 #include "core/result.h"
 #include "edge/edge_control.h"
 #include "edge/edge_history.h"
+#include "edge/intent_engine.h"
 #include "edge/llm_slot.h"
 #include "edge/serving_dir_watch.h"
 
@@ -41,7 +42,10 @@ class LlmLifecycle : public EdgeControl {
  public:
   // Reads the history (edge.llm.history, when set) and loads what it says serves; when that
   // cannot load, the config's state serves and the failure is logged and shown in status().
-  static Result<std::unique_ptr<LlmLifecycle>> start(const EdgeLlmConfig& config);
+  // `intent`: the gateway's intent engine, when it has one: the gate then judges intent
+  // agreement against its predictions instead of the regression set's labels.
+  static Result<std::unique_ptr<LlmLifecycle>> start(const EdgeLlmConfig& config,
+                                                     std::shared_ptr<const IntentEngine> intent = nullptr);
   ~LlmLifecycle() override;
 
   std::shared_ptr<LlmSlot> slot() const { return slot_; }
@@ -55,7 +59,7 @@ class LlmLifecycle : public EdgeControl {
 
  private:
   LlmLifecycle(EdgeLlmConfig config, std::optional<EdgeHistory> history, std::shared_ptr<LlmSlot> slot,
-               std::string source);
+               std::string source, std::shared_ptr<const IntentEngine> intent);
   // Records `entry` (history, log, metrics) and builds the outcome.
   EdgeOutcome finish(HistoryEntry& entry, std::string code, std::string message);
   Result<nlohmann::json> run_gate(const PromoteRequest& request, const LlmServing& baseline,
@@ -68,6 +72,7 @@ class LlmLifecycle : public EdgeControl {
 
   EdgeLlmConfig config_;
   std::shared_ptr<LlmSlot> slot_;
+  std::shared_ptr<const IntentEngine> intent_;  // may be null
   std::string source_;  // where the serving state at start came from
   mutable std::mutex mutex_;  // history_ and changing_
   std::optional<EdgeHistory> history_;

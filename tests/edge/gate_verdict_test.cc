@@ -100,5 +100,37 @@ TEST(LlmGateTest, TheSetSplitsOutOfScopeRowsAndScoresAgreementAndRefusals) {
   EXPECT_EQ(make_gate_set(plain, "Sorry.").refusal, "Sorry.");
 }
 
+TEST(LlmGateTest, WithAnIntentEngineAgreementIsJudgedAgainstItsPredictions) {
+  FinetuneData data;
+  data.rows = {row("where is my order", "Open My Orders to see where your parcel is.", "order"),
+               row("my parcel never came, refund it", "Ask for a refund from the order page.", "order"),
+               row("refund please", "Ask for a refund from the order page.", "refund"),
+               row("sing me a song", "Open My Orders to see where your parcel is.", "order")};
+  const GateSet by_labels = make_gate_set(data, "");
+  GateSet set = by_labels;
+  // The engine reads the second question as a refund, and calls the last one out of scope.
+  std::vector<std::string> asked;
+  use_intent_reference(
+      set,
+      [&](std::string_view question) -> std::string {
+        asked.emplace_back(question);
+        if (question.find("refund") != std::string_view::npos) return "refund";
+        if (question.find("song") != std::string_view::npos) return "__oos__";
+        return "order";
+      },
+      "intent model v1");
+  EXPECT_EQ(asked.size(), 4u) << "one prediction per in-scope question";
+  EXPECT_EQ(set.reference_intents, (std::vector<std::string>{"order", "refund", "refund", ""}));
+  const std::vector<std::string> answers = {"Open My Orders.", "Ask for a refund.", "Ask for a refund.",
+                                            "Open My Orders."};
+  // Against the labels the second answer disagrees; against the engine it agrees, and the row the
+  // engine would not answer is not judged.
+  EXPECT_DOUBLE_EQ(intent_agreement(by_labels, answers), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(intent_agreement(set, answers), 1.0);
+  const GateSide side;
+  EXPECT_EQ(gate_json("gate.jsonl", set, {}, side, side, {})["intent_reference"], "intent model v1");
+  EXPECT_EQ(gate_json("gate.jsonl", by_labels, {}, side, side, {})["intent_reference"], "labels");
+}
+
 }  // namespace
 }  // namespace hengshi::edge

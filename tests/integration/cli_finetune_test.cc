@@ -143,6 +143,27 @@ TEST_F(CliFinetuneTest, TheGateRefusesACandidateTrainedOnShuffledAnswers) {
   auto same = gate_against_baseline(*dir_ + "/gate-baseline");
   EXPECT_EQ(same.exit_code, 0) << same.output;
   EXPECT_NE(same.stdout_text.find("gate: PASS"), std::string::npos) << same.output;
+  EXPECT_NE(same.stdout_text.find("judged against: labels"), std::string::npos) << same.output;
+  // With an intent model, intent agreement is judged against its predictions; a bad one is named.
+  auto intent = ChildProcess::run({hengshi(), "train", "--data", data(), "--out", *dir_ + "/gate-intent",
+                                   "--search-budget", "0"},
+                                  std::chrono::seconds(120));
+  ASSERT_EQ(intent.exit_code, 0) << intent.output;
+  auto with_intent = ChildProcess::run({hengshi(), "edge", "gate", "--candidate", *dir_ + "/gate-baseline",
+                                        "--baseline", *dir_ + "/gate-baseline", "--data", data(), "--threads", "1",
+                                        "--speed-tolerance", "0.9", "--intent-model", *dir_ + "/gate-intent"},
+                                       std::chrono::seconds(120));
+  EXPECT_EQ(with_intent.exit_code, 0) << with_intent.output;
+  EXPECT_NE(with_intent.stdout_text.find("judged against: intent model " +
+                                         manifest(*dir_ + "/gate-intent")["model_version"].get<std::string>()),
+            std::string::npos)
+      << with_intent.output;
+  auto bad_intent = ChildProcess::run({hengshi(), "edge", "gate", "--candidate", *dir_ + "/gate-baseline",
+                                       "--baseline", *dir_ + "/gate-baseline", "--data", data(), "--intent-model",
+                                       *dir_ + "/no-such-model"},
+                                      std::chrono::seconds(120));
+  EXPECT_EQ(bad_intent.exit_code, 2) << bad_intent.output;
+  EXPECT_NE(bad_intent.output.find("--intent-model"), std::string::npos) << bad_intent.output;
   // A corrupt candidate is refused with the file named.
   std::ofstream(*dir_ + "/gate-candidate/model.gguf", std::ios::app) << "garbage";
   auto corrupt = gate_against_baseline(*dir_ + "/gate-candidate");

@@ -52,6 +52,14 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
       return tuned.exit_code == 0;
     };
     ok_ = ok_ && train(data(), good()) && train(*dir_ + "/shuffled.jsonl", *dir_ + "/shuffled-adapter");
+    // An intent model on the same rows: with one, the gate judges intent agreement against it.
+    if (ok_) {
+      auto intent = ChildProcess::run({binary_path("src/cli/hengshi"), "train", "--data", data(), "--out",
+                                       intent_model(), "--search-budget", "0"},
+                                      std::chrono::seconds(120));
+      log += intent.output;
+      ok_ = intent.exit_code == 0;
+    }
     if (ok_) {
       // A corrupt copy: the adapter's bytes no longer match its manifest.
       fs::copy(good(), *dir_ + "/corrupt-adapter", fs::copy_options::recursive);
@@ -71,15 +79,17 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
   static std::string good() { return *dir_ + "/faq-adapter"; }
   static std::string history() { return *dir_ + "/history.jsonl"; }
   static std::string gate_data() { return *dir_ + "/gate.jsonl"; }
+  static std::string intent_model() { return *dir_ + "/intent"; }
 
   // `more`: extra edge.llm lines. The watch is off unless they set it: the rewrite at the end
   // of the promotion test must meet a restart, not a watch.
+  // `edge`: extra lines of the edge section (the intent model).
   void start_gateway(const std::string& history_path = history(),
-                     const std::string& more = "    watch_interval_ms: 0\n") {
+                     const std::string& more = "    watch_interval_ms: 0\n", const std::string& edge = "") {
     ASSERT_TRUE(ok_) << *log_;
     GatewayOptions options;
     // Two workers: streamed requests keep one busy while the gate runs on its own engines.
-    options.extra_yaml = "edge:\n  llm:\n    model_path: " + *dir_ + "/base.gguf\n    threads: 1\n" +
+    options.extra_yaml = "edge:\n" + edge + "  llm:\n    model_path: " + *dir_ + "/base.gguf\n    threads: 1\n" +
                          "    max_tokens: 48\n    context_tokens: 256\n    workers: 2\n" +
                          "    history: " + history_path + "\n    gate: {data: " + gate_data() +
                          ", speed_tolerance: 0.9, refusal: 抱歉，这个问题我无法回答。}\n" + more;
@@ -242,7 +252,8 @@ TEST_F(GatewayEdgeLifecycleTest, PromoteWhileStreamingRefuseWorseAndCorruptRollB
 
 // A serving adapter directory rewritten in place (as `hengshi finetune --out DIR` or a deploy does)
 // is seen by the watch, gated against the version that serves (its files are gone, so the gate
-// uses the serving engine) and swapped in; a corrupt rewrite is refused and the version that
+// uses the serving engine; intent agreement judged against the gateway's intent engine) and
+// swapped in; a corrupt rewrite is refused and the version that
 // serves stays. Both are history lines by "watch".
 TEST_F(GatewayEdgeLifecycleTest, TheWatchGatesAndSwapsInARewrittenAdapterDirectory) {
   const std::string watched = *dir_ + "/watched-faq";
@@ -251,7 +262,8 @@ TEST_F(GatewayEdgeLifecycleTest, TheWatchGatesAndSwapsInARewrittenAdapterDirecto
   fs::remove(watch_history);
   fs::copy(*dir_ + "/shuffled-adapter", watched, fs::copy_options::recursive);
   const std::string first = manifest(watched)["model_version"];
-  start_gateway(watch_history, "    watch_interval_ms: 100\n    adapters: {faq: " + watched + "}\n");
+  start_gateway(watch_history, "    watch_interval_ms: 100\n    adapters: {faq: " + watched + "}\n",
+                "  intent_model: " + intent_model() + "\n");
   json status = admin_get("/admin/edge").json();
   EXPECT_EQ(status["watch"]["interval_ms"], 100) << status.dump();
   EXPECT_EQ(status["adapters"]["faq"], first);
@@ -277,6 +289,11 @@ TEST_F(GatewayEdgeLifecycleTest, TheWatchGatesAndSwapsInARewrittenAdapterDirecto
   EXPECT_EQ(line["result"], "promoted") << line.dump();
   EXPECT_TRUE(line["gate"]["passed"].get<bool>()) << line.dump();
   EXPECT_NE(line["gate"].value("baseline_engine", "").find("serving"), std::string::npos) << line.dump();
+  // The gateway's intent engine is the gate's intent reference.
+  EXPECT_EQ(line["gate"]["intent_reference"],
+            "intent model " + manifest(intent_model())["model_version"].get<std::string>())
+      << line.dump();
+  EXPECT_TRUE(line["gate"]["candidate"]["intent_agreement"].is_number()) << line.dump();
   EXPECT_EQ(admin_get("/admin/edge").json()["adapters"]["faq"], second);
   EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + second);
 
