@@ -100,6 +100,7 @@ int call_admin(const AdminOptions& options, const std::string& method, const std
   if (reply->status == 200) {
     std::printf("%s (load %.0f ms, swap %.3f ms)\n", json.value("status", "").c_str(), entry.value("load_ms", 0.0),
                 entry.value("swap_ms", 0.0));
+    if (json.contains("warning")) std::fprintf(stderr, "warning: %s\n", json.value("warning", "").c_str());
     return 0;
   }
   const auto& error = json.contains("error") ? json["error"] : json;

@@ -15,9 +15,9 @@ namespace fs = std::filesystem;
 
 std::string key_of(const std::string& task, const std::string& dir) { return task + '\x1f' + dir; }
 
-// The manifest's model_version, or "" when the manifest is missing or not JSON (the promotion
-// then refuses the directory with the reason).
-std::string manifest_version(const std::string& dir) {
+}  // namespace
+
+std::string directory_version(const std::string& dir) {
   std::ifstream in(fs::path(dir) / kManifestFileName);
   if (!in) return {};
   const auto manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -25,8 +25,6 @@ std::string manifest_version(const std::string& dir) {
   const auto version = manifest.find("model_version");
   return version != manifest.end() && version->is_string() ? version->get<std::string>() : std::string();
 }
-
-}  // namespace
 
 FileStamp ServingDirWatch::stamp_directory(const std::string& dir) {
   std::vector<std::string> paths;
@@ -54,7 +52,7 @@ std::vector<DirChange> ServingDirWatch::poll(const ServingState& serving) {
     FileStamp now = stamp_directory(d.dir);
     auto [watch, first] = watches_.try_emplace(key, now);
     if (first || !watch->second.ready(now)) continue;
-    DirChange change{d.task, d.dir, manifest_version(d.dir), std::move(now)};
+    DirChange change{d.task, d.dir, directory_version(d.dir), std::move(now)};
     if (!change.version.empty() && change.version == d.version) {
       tried(change);  // touched or rewritten with the same version: nothing new to serve
       continue;

@@ -20,6 +20,9 @@
 
 namespace hengshi::edge {
 
+// The model_version in `dir`'s manifest, or "" when the manifest is missing or not JSON.
+std::string directory_version(const std::string& dir);
+
 struct DirChange {
   std::string task;     // the adapter's task type; "" = the promoted full model
   std::string dir;

@@ -310,10 +310,16 @@ TEST_F(GatewayEdgeLifecycleTest, TheWatchGatesAndSwapsInARewrittenAdapterDirecto
   EXPECT_EQ(line["result"], "refused") << line.dump();
   EXPECT_NE(line["error"].get<std::string>().find("adapter.gguf"), std::string::npos) << line.dump();
   EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + second);
-  // Not retried while the directory stays as it is: a promotion by hand still goes first.
+  // Not retried while the directory stays as it is (the history ends with the rollback below).
   auto rolled = change("/admin/edge/rollback", {{"by", "test"}});
   EXPECT_EQ(rolled.status, 200) << rolled.body;
   EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf+faq@" + first);
+  // The version back in service is gone from its directory: the rollback says a restart cannot
+  // load it.
+  EXPECT_NE(rolled.json().value("warning", "").find("a restart cannot load it"), std::string::npos) << rolled.body;
+  EXPECT_NE(rolled.json().value("warning", "").find(watched + " now holds 20270102T000000Z-deadbeef"),
+            std::string::npos)
+      << rolled.body;
   const auto lines = history_lines(watch_history);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[2]["action"], "rollback");
