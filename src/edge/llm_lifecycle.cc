@@ -126,7 +126,8 @@ Result<std::unique_ptr<LlmLifecycle>> LlmLifecycle::start(const EdgeLlmConfig& c
   if (!serving) serving = load_serving(config, configured);
   if (!serving) return serving.error();
   auto slot = std::make_shared<LlmSlot>(std::move(*serving));
-  std::unique_ptr<LlmLifecycle> lifecycle(new LlmLifecycle(config, std::move(history), std::move(slot), std::move(source), std::move(intent)));
+  std::unique_ptr<LlmLifecycle> lifecycle(
+      new LlmLifecycle(config, std::move(history), std::move(slot), std::move(source), std::move(intent)));
   lifecycle->start_watch();
   return lifecycle;
 }
@@ -237,9 +238,12 @@ Result<nlohmann::json> LlmLifecycle::run_gate(const PromoteRequest& request, con
   const std::string data = request.data.empty() ? config_.gate.data : request.data;
   auto set = read_gate_set(data, config_.gate.max_rows, config_.gate.refusal);
   if (!set) return set.error();
-  if (intent_) use_intent_reference(*set, intent_model_reference(*intent_), "intent model " + intent_->model_version());
-  // The task's adapter on each side ("" = its base); the baseline is a fresh copy of what serves,
-  // so both sides are timed on engines of their own, in alternation, under the same load.
+  if (intent_) {
+    use_intent_reference(*set, intent_model_reference(*intent_), "intent model " + intent_->model_version());
+  }
+  // The task's adapter on each side ("" = its base); the baseline is a fresh copy of what serves
+  // when one can load (promote_now), so both sides are timed on engines of their own, in
+  // alternation, under the same load.
   auto adapter_of = [&request](const LlmServing& serving) {
     return serving.state.adapters.contains(request.task) ? request.task : std::string();
   };
