@@ -258,7 +258,7 @@ void apply(const YAML::Node& root, Config& config) {
       reject_unknown(llm, "edge.llm",
                      {"model_path", "threads", "context_tokens", "max_tokens", "workers", "max_queue",
                       "summary_turns", "summary_chars", "adapters", "merge_adapters", "history", "gate",
-                      "watch_interval_ms"});
+                      "watch_interval_ms", "keep_previous"});
       EdgeLlmConfig& l = config.edge.llm;
       read(llm, "edge.llm", "model_path", l.model_path);
       read(llm, "edge.llm", "threads", l.threads);
@@ -271,6 +271,7 @@ void apply(const YAML::Node& root, Config& config) {
       read(llm, "edge.llm", "history", l.history);
       read(llm, "edge.llm", "merge_adapters", l.merge_adapters);
       read(llm, "edge.llm", "watch_interval_ms", l.watch_interval_ms);
+      read(llm, "edge.llm", "keep_previous", l.keep_previous);
       if (const YAML::Node gate = llm["gate"]) {
         reject_unknown(gate, "edge.llm.gate", {"data", "f1_tolerance", "speed_tolerance", "agreement_tolerance",
                                                "refusal_tolerance", "refusal", "max_rows"});

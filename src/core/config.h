@@ -142,6 +142,10 @@ struct EdgeLlmConfig {
   // memory — a restart serves what was last promoted, over model_path and adapters. "" = no
   // history, and promotion and rollback are refused.
   std::string history;
+  // true: the version a promotion replaces stays loaded, so a rollback is a pointer swap (under a
+  // second); false: it is freed, one version in memory instead of two (with merged adapters, a
+  // copy of the base per adapter each), and a rollback loads it again.
+  bool keep_previous = true;
   EdgeGateConfig gate;
   // How often the serving directories (each adapter's, a promoted full model's) are checked for a
   // new version written into them; one is promoted like `hengshi edge promote` (gate included, by

@@ -125,7 +125,7 @@ Result<std::unique_ptr<LlmLifecycle>> LlmLifecycle::start(const EdgeLlmConfig& c
   }
   if (!serving) serving = load_serving(config, configured);
   if (!serving) return serving.error();
-  auto slot = std::make_shared<LlmSlot>(std::move(*serving));
+  auto slot = std::make_shared<LlmSlot>(std::move(*serving), config.keep_previous);
   std::unique_ptr<LlmLifecycle> lifecycle(
       new LlmLifecycle(config, std::move(history), std::move(slot), std::move(source), std::move(intent)));
   lifecycle->start_watch();

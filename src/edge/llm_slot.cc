@@ -22,7 +22,8 @@ void set_info(const LlmServing& serving, double value) {
 
 }  // namespace
 
-LlmSlot::LlmSlot(std::shared_ptr<const LlmServing> serving) : current_(std::move(serving)) {
+LlmSlot::LlmSlot(std::shared_ptr<const LlmServing> serving, bool keep_previous)
+    : keep_previous_(keep_previous), current_(std::move(serving)) {
   publish(nullptr, *current_);
 }
 
@@ -44,6 +45,7 @@ void LlmSlot::swap_in(std::shared_ptr<const LlmServing> next) {
     previous_ = std::move(current_);
     current_ = std::move(next);
     publish(previous_.get(), *current_);
+    if (!keep_previous_) dropped = std::move(previous_);
   }
 }
 

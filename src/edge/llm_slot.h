@@ -25,12 +25,14 @@ struct LlmServing {
 
 class LlmSlot {
  public:
-  explicit LlmSlot(std::shared_ptr<const LlmServing> serving);
+  // `keep_previous` false (edge.llm.keep_previous): a swap frees the version it replaces once its
+  // last generation ends, so one version is in memory, not two; a rollback then loads.
+  explicit LlmSlot(std::shared_ptr<const LlmServing> serving, bool keep_previous = true);
 
   std::shared_ptr<const LlmServing> current() const;
   // The version a swap replaced, still loaded; null before the first swap.
   std::shared_ptr<const LlmServing> previous() const;
-  // Puts `next` in service; the one serving until now becomes previous().
+  // Puts `next` in service; the one serving until now becomes previous() (when kept).
   void swap_in(std::shared_ptr<const LlmServing> next);
   // Puts previous() back in service and forgets the one serving (it is freed when its last
   // generation ends); false when there is no previous version loaded.
@@ -40,6 +42,7 @@ class LlmSlot {
   // hengshi_edge_llm_model_info: 1 for the series of what serves, 0 for what stopped serving.
   static void publish(const LlmServing* stopped, const LlmServing& serving);
 
+  const bool keep_previous_;
   mutable std::mutex mutex_;
   std::shared_ptr<const LlmServing> current_;
   std::shared_ptr<const LlmServing> previous_;

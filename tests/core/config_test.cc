@@ -213,6 +213,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"edge: {llm: {gate: {max_rows: -1}}}", "edge.llm.gate.max_rows"},
         BadCase{"edge: {llm: {merge_adapters: sometimes}}", "edge.llm.merge_adapters"},
         BadCase{"edge: {llm: {watch_interval_ms: -5}}", "edge.llm.watch_interval_ms"},
+        BadCase{"edge: {llm: {keep_previous: perhaps}}", "edge.llm.keep_previous"},
         BadCase{"edge: {llm: {gate: {rows: 3}}}", "rows"},
         BadCase{"pools: {cloud-small: {members: [{name: a, base_url: 'ftp://x', model: m}]}}",
                 "pools.cloud-small.members[0].base_url"},
@@ -274,11 +275,14 @@ edge:
       billing: {dir: models/billing-lora, scale: 0.5}
     merge_adapters: false
     watch_interval_ms: 250
+    keep_previous: false
 )", "adapters.yaml");
   ASSERT_TRUE(config.ok()) << config.error().message;
   EXPECT_FALSE(config->edge.llm.merge_adapters);
   EXPECT_EQ(config->edge.llm.watch_interval_ms, 250);
   EXPECT_EQ(default_config().edge.llm.watch_interval_ms, 1000);
+  EXPECT_FALSE(config->edge.llm.keep_previous);
+  EXPECT_TRUE(default_config().edge.llm.keep_previous) << "a rollback is a pointer swap by default";
   EXPECT_TRUE(default_config().edge.llm.merge_adapters) << "merged: adapters at the base's speed";
   const auto& adapters = config->edge.llm.adapters;
   ASSERT_EQ(adapters.size(), 2u);

@@ -150,5 +150,19 @@ TEST_F(EdgeHistoryTest, TheSlotSwapsAndKeepsWhatServedForAnInstantSwapBack) {
             std::string::npos);
 }
 
+TEST_F(EdgeHistoryTest, WithoutKeepPreviousTheReplacedVersionIsFreedOnceItsLastReaderEnds) {
+  std::weak_ptr<const LlmServing> base_alive;
+  LlmSlot slot(serving(state("")), /*keep_previous=*/false);
+  base_alive = slot.current();
+  auto held = slot.current();  // a generation in flight
+  slot.swap_in(serving(state("v1")));
+  EXPECT_EQ(slot.previous(), nullptr);
+  EXPECT_FALSE(slot.swap_back()) << "nothing kept: a rollback must load";
+  EXPECT_FALSE(base_alive.expired()) << "the generation in flight keeps its version";
+  held.reset();
+  EXPECT_TRUE(base_alive.expired()) << "one version in memory once it ends";
+  EXPECT_EQ(slot.current()->state, state("v1"));
+}
+
 }  // namespace
 }  // namespace hengshi::edge

@@ -248,6 +248,13 @@ TEST_F(GatewayEdgeLifecycleTest, PromoteWhileStreamingRefuseWorseAndCorruptRollB
   EXPECT_NE(status["source"].get<std::string>().find("not the promoted " + version), std::string::npos)
       << status.dump();
   EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf");
+
+  // A rollback with nothing kept loaded (a restarted gateway; edge.llm.keep_previous: false
+  // always) loads its target: the base, under the promotion the history ends with.
+  auto loaded_back = change("/admin/edge/rollback", {{"by", "test"}});
+  ASSERT_EQ(loaded_back.status, 200) << loaded_back.body;
+  EXPECT_GT(loaded_back.json()["entry"]["load_ms"].get<double>(), 0.0) << loaded_back.body;
+  EXPECT_EQ(ask_faq()["hengshi"]["edge_model"], "base.gguf");
 }
 
 // A serving adapter directory rewritten in place (as `hengshi finetune --out DIR` or a deploy does)
