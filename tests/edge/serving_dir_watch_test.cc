@@ -5,10 +5,11 @@
 #include "edge/serving_dir_watch.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "support/child_process.h"
 
 namespace hengshi::edge {
 namespace {
@@ -18,10 +19,7 @@ namespace fs = std::filesystem;
 class ServingDirWatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (fs::temp_directory_path() / ("serving-dir-watch-" + std::to_string(::getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    fs::remove_all(dir_);
+    dir_ = hengshi::testing::temp_path("serving-dir-watch");
     fs::create_directories(dir_);
     write_version("v1", "adapter bytes v1");
   }
