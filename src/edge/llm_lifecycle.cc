@@ -371,15 +371,13 @@ EdgeOutcome LlmLifecycle::rollback_now(const std::string& by) {
   // holds the version that now serves: a restart could not load it and would serve the config's
   // state. The operator must hear that now, not at the restart.
   std::string stale;
-  auto check = [&](const std::string& dir, const std::string& version) {
-    if (dir.empty() || version.empty()) return;
-    const std::string now = directory_version(dir);
-    if (now == version) return;
-    stale += (stale.empty() ? "" : "; ") + dir + " now holds " + (now.empty() ? "no readable manifest" : now) +
-             ", not " + version;
-  };
-  check(entry.to.model_dir, entry.to.model_version);
-  for (const auto& [task, adapter] : entry.to.adapters) check(adapter.dir, adapter.version);
+  for (const ServingDir& d : entry.to.directories()) {
+    if (d.version.empty()) continue;
+    const std::string now = directory_version(d.dir);
+    if (now == d.version) continue;
+    stale += (stale.empty() ? "" : "; ") + d.dir + " now holds " + (now.empty() ? "no readable manifest" : now) +
+             ", not " + d.version;
+  }
   if (!stale.empty()) {
     stale = "serving from memory, but a restart cannot load it (" + stale +
             "): put that version back in its directory, or promote one that stays";

@@ -37,16 +37,9 @@ FileStamp ServingDirWatch::stamp_directory(const std::string& dir) {
 }
 
 std::vector<DirChange> ServingDirWatch::poll(const ServingState& serving) {
-  struct Serving {
-    std::string task, dir, version;
-  };
-  std::vector<Serving> dirs;
-  if (!serving.model_dir.empty()) dirs.push_back({"", serving.model_dir, serving.model_version});
-  for (const auto& [task, adapter] : serving.adapters) dirs.push_back({task, adapter.dir, adapter.version});
-
   std::set<std::string> live;
   std::vector<DirChange> changes;
-  for (const Serving& d : dirs) {
+  for (const ServingDir& d : serving.directories()) {
     const std::string key = key_of(d.task, d.dir);
     live.insert(key);
     FileStamp now = stamp_directory(d.dir);

@@ -4,6 +4,13 @@
 
 namespace hengshi::edge {
 
+std::vector<ServingDir> ServingState::directories() const {
+  std::vector<ServingDir> dirs;
+  if (!model_dir.empty()) dirs.push_back({"", model_dir, model_version});
+  for (const auto& [task, adapter] : adapters) dirs.push_back({task, adapter.dir, adapter.version});
+  return dirs;
+}
+
 std::string ServingState::describe() const {
   std::string text = std::filesystem::path(model_path).filename().string();
   if (!model_version.empty()) text += "@" + model_version;

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "core/result.h"
@@ -20,6 +21,13 @@ struct ServingAdapter {
   bool operator==(const ServingAdapter&) const = default;
 };
 
+// One directory a state serves from, with the version it names.
+struct ServingDir {
+  std::string task;  // the adapter's task type; "" = a promoted full model
+  std::string dir;
+  std::string version;
+};
+
 struct ServingState {
   std::string model_path;     // the base GGUF file
   std::string model_dir;      // a promoted full model's finetune directory; "" = a plain file
@@ -29,6 +37,8 @@ struct ServingState {
   bool operator==(const ServingState&) const = default;
   // "base.gguf" / "model.gguf@<version>", then " + faq@<version>" per adapter.
   std::string describe() const;
+  // The promoted full model's directory (if any), then each adapter's.
+  std::vector<ServingDir> directories() const;
   nlohmann::json to_json() const;
   // Errors (history_invalid) name the field.
   static Result<ServingState> from_json(const nlohmann::json& json);
