@@ -66,9 +66,8 @@ bool CliFinetuneTest::ok_ = false;
 
 TEST_F(CliFinetuneTest, FullModelLearnsTheFaqAnswers) {
   const std::string out = *dir_ + "/full";
-  // A row per window wants a lower, constant rate: 50 epochs at 1e-3 gave F1 0.46 in 55 s, where
-  // 100 at 2e-3 decaying gave 0.30 in 124 s (by hand, one thread).
-  auto run = finetune(out, {"--output", "full", "--epochs", "50", "--lr", "1e-3", "--lr-min-ratio", "1",
+  // 50 epochs at 1e-3 decaying to 5e-5: about 50 s with one thread.
+  auto run = finetune(out, {"--output", "full", "--epochs", "50", "--lr", "1e-3", "--lr-min-ratio", "0.05",
                             "--heldout", "0.34", "--seed", "1"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // A progress line per epoch with both losses, then the before/after table.
@@ -97,17 +96,16 @@ TEST_F(CliFinetuneTest, FullModelLearnsTheFaqAnswers) {
   const auto& epochs = m["training"]["epochs"];
   EXPECT_LT(epochs.back()["train_loss"].get<double>(), 0.5 * epochs.front()["train_loss"].get<double>());
 
-  // The random base answers gibberish; the fine-tuned model answers the questions it was trained
-  // on with (much of) their answers — F1 over characters and English words — and paraphrases
-  // better than the base.
+  // The random base answers gibberish; the fine-tuned model answers most of the questions it was
+  // trained on with their answers, word for word, and paraphrases better than the base. Measured:
+  // char F1 0.04 -> 0.81 with 6 of 8 answers exact, held-out 0.03 -> 0.38. Without the masked
+  // rows' gradient fix (opt-label-mask.patch) the same run gave 0.55 with 2 of 8 exact.
   const auto& scores = m["holdout_metrics"];
   const double before = scores["train_before"]["char_f1"];
   const double after = scores["train_after"]["char_f1"];
-  // Measured 0.04 -> 0.46, held-out 0.03 -> 0.48 (the tiny model learns the answers but still
-  // mixes up similar questions such as 退款 / 退货; bench/edge_finetune has six intents).
   EXPECT_LT(before, 0.15) << run.stdout_text;
-  EXPECT_GT(after, 0.25) << run.stdout_text;
-  EXPECT_GT(after, before + 0.2) << run.stdout_text;
+  EXPECT_GT(after, 0.7) << run.stdout_text;
+  EXPECT_GE(scores["train_after"]["exact"].get<double>(), 0.5) << run.stdout_text;
   EXPECT_GT(scores["heldout_after"]["char_f1"].get<double>(),
             scores["heldout_before"]["char_f1"].get<double>() + 0.1)
       << run.stdout_text;
