@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "obs/metric_family.h"
 #include "obs/metrics.h"
 #include "router/decide.h"
 
@@ -29,19 +30,17 @@ void RouterMetrics::count(const Decision& decision, const RouteInput& input) {
     unknown.inc();
   }
   if (auto it = decision.figures.find("complexity"); it != decision.figures.end()) {
-    registry.counter("hengshi_router_complexity_total",
-                     "Routed requests by the hand-written 1..5 complexity score",
-                     {{"score", std::to_string(it->get<int>())}})
-        .inc();
+    static obs::CounterFamily complexity("hengshi_router_complexity_total",
+                                         "Routed requests by the hand-written 1..5 complexity score", {"score"});
+    complexity.at({std::to_string(it->get<int>())}).inc();
   }
   // The learned model scores only requests bound for a cloud tier; its verdict picks the tier.
   if (auto verdict = decision.figures.find("complexity_verdict");
       verdict != decision.figures.end()) {
-    registry
-        .counter("hengshi_router_complexity_model_total",
-                 "Cloud-bound requests scored by the learned complexity model, by verdict",
-                 {{"verdict", verdict->get<std::string>()}})
-        .inc();
+    static obs::CounterFamily verdicts("hengshi_router_complexity_model_total",
+                                       "Cloud-bound requests scored by the learned complexity model, by verdict",
+                                       {"verdict"});
+    verdicts.at({verdict->get_ref<const std::string&>()}).inc();
   }
   if (!input.session_id.empty() && is_cloud(decision.route)) {
     static obs::Counter& session_cloud =

@@ -34,10 +34,9 @@ void ServerMetrics::observe_latency(const std::string& route, double seconds) {
 }
 
 void ServerMetrics::count_decision(const std::string& route, const std::string& reason) {
-  Registry::global()
-      .counter("hengshi_routed_requests_total", "Chat requests by chosen route and reason",
-               {{"route", route}, {"reason", reason}})
-      .inc();
+  static obs::CounterFamily decisions("hengshi_routed_requests_total", "Chat requests by chosen route and reason",
+                                      {"route", "reason"});
+  decisions.at({route, reason}).inc();
 }
 
 void ServerMetrics::observe_overhead(double seconds) {
@@ -54,22 +53,19 @@ void ServerMetrics::count_disconnect(const std::string& phase) {
 }
 
 void ServerMetrics::count_tokens(const std::string& pool, long prompt, long completion, double cost) {
-  auto& registry = Registry::global();
-  registry.counter("hengshi_tokens_total", "Tokens by pool and kind", {{"pool", pool}, {"kind", "prompt"}})
-      .inc(static_cast<double>(prompt));
-  registry.counter("hengshi_tokens_total", "Tokens by pool and kind", {{"pool", pool}, {"kind", "completion"}})
-      .inc(static_cast<double>(completion));
-  registry.counter("hengshi_cost_total", "Cost in the configured price unit", {{"pool", pool}}).inc(cost);
+  static obs::CounterFamily tokens("hengshi_tokens_total", "Tokens by pool and kind", {"pool", "kind"});
+  static obs::CounterFamily costs("hengshi_cost_total", "Cost in the configured price unit", {"pool"});
+  tokens.at({pool, "prompt"}).inc(static_cast<double>(prompt));
+  tokens.at({pool, "completion"}).inc(static_cast<double>(completion));
+  costs.at({pool}).inc(cost);
 }
 
 void ServerMetrics::observe_edge(const std::string& engine, const std::string& outcome, double seconds) {
-  auto& registry = Registry::global();
-  registry
-      .counter("hengshi_edge_requests_total", "Edge engine calls by engine and outcome",
-               {{"engine", engine}, {"outcome", outcome}})
-      .inc();
-  registry.histogram("hengshi_edge_seconds", "Edge engine time per request", {{"engine", engine}})
-      .observe(seconds);
+  static obs::CounterFamily calls("hengshi_edge_requests_total", "Edge engine calls by engine and outcome",
+                                  {"engine", "outcome"});
+  static obs::HistogramFamily times("hengshi_edge_seconds", "Edge engine time per request", {"engine"});
+  calls.at({engine, outcome}).inc();
+  times.at({engine}).observe(seconds);
 }
 
 void ServerMetrics::count_verification(const std::string& verdict) {
