@@ -117,7 +117,7 @@ TEST_F(CliFinetuneTest, TheGateRefusesACandidateTrainedOnShuffledAnswers) {
   const std::string shuffled = *dir_ + "/shuffled.jsonl";
   write_shuffled_answers(data(), shuffled);
   // Packed rows: a tenth of the time, and both sides learn alike.
-  const std::vector<std::string> budget = {"--output", "full", "--epochs", "60", "--lr", "2e-3",
+  const std::vector<std::string> budget = {"--output", "full", "--epochs", "30", "--lr", "2e-3",
                                            "--heldout", "0", "--eval-rows", "0", "--pack-rows"};
   auto good = finetune(*dir_ + "/gate-baseline", budget);
   ASSERT_EQ(good.exit_code, 0) << good.output;
@@ -171,7 +171,7 @@ TEST_F(CliFinetuneTest, TheGateRefusesACandidateTrainedOnShuffledAnswers) {
 
 TEST_F(CliFinetuneTest, LoraAdapterLoadsOverTheBaseAndChangesItsAnswers) {
   const std::string out = *dir_ + "/lora";
-  auto run = finetune(out, {"--output", "lora", "--rank", "128", "--epochs", "100", "--lr",
+  auto run = finetune(out, {"--output", "lora", "--rank", "128", "--epochs", "50", "--lr",
                             "2e-3", "--heldout", "0.34", "--eval-rows", "8", "--pack-rows"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const json m = manifest(out);

@@ -74,7 +74,7 @@ class GatewayEdgeAdapterTest : public GatewayFixture {
     };
     ok_ = make(*dir_ + "/base.gguf", "42") && make(*dir_ + "/other-base.gguf", "43");
     if (ok_) {
-      auto tuned = train_lora_adapter(*dir_ + "/base.gguf", data, *dir_ + "/faq-adapter", 80);
+      auto tuned = train_lora_adapter(*dir_ + "/base.gguf", data, *dir_ + "/faq-adapter", 40);
       log += tuned.output;
       ok_ = tuned.exit_code == 0;
     }
