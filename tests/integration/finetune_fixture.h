@@ -62,12 +62,18 @@ inline ChildProcess::Finished make_finetunable_test_model(const std::string& pat
 // `hengshi finetune --output lora` at rank 128 with one thread (ctest runs two tests at once), no
 // held-out split, no before/after scoring and rows packed (finetune_windows.h; the serving tests
 // need an adapter that moved, not the best one): the adapter the gateway tests serve.
+// Its arguments after `hengshi`, without --out.
+inline std::vector<std::string> lora_adapter_args(const std::string& base, const std::string& data, int epochs) {
+  return {"finetune", "--base", base, "--data", data, "--output", "lora", "--rank", "128", "--epochs",
+          std::to_string(epochs), "--lr", "2e-3", "--heldout", "0", "--eval-rows", "0", "--threads", "1",
+          "--pack-rows"};
+}
 inline ChildProcess::Finished train_lora_adapter(const std::string& base, const std::string& data,
                                                  const std::string& out, int epochs) {
-  return ChildProcess::run({binary_path("src/cli/hengshi"), "finetune", "--base", base, "--data", data, "--out", out,
-                            "--output", "lora", "--rank", "128", "--epochs", std::to_string(epochs), "--lr", "2e-3",
-                            "--heldout", "0", "--eval-rows", "0", "--threads", "1", "--pack-rows"},
-                           std::chrono::seconds(240));
+  std::vector<std::string> argv = {binary_path("src/cli/hengshi")};
+  for (auto& arg : lora_adapter_args(base, data, epochs)) argv.push_back(std::move(arg));
+  argv.insert(argv.end(), {"--out", out});
+  return ChildProcess::run(argv, std::chrono::seconds(240));
 }
 
 }  // namespace hengshi::testing

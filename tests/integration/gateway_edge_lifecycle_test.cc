@@ -20,6 +20,7 @@
 #include "finetune_fixture.h"
 #include "gateway_fixture.h"
 #include "support/child_process.h"
+#include "support/shared_model.h"
 
 namespace hengshi::testing {
 namespace {
@@ -46,20 +47,23 @@ class GatewayEdgeLifecycleTest : public GatewayFixture {
     ok_ = made.exit_code == 0;
     // Same budget and seed for both: only the answers differ. Measured on the gate's rows: answer
     // F1 0.482 (the FAQ) against 0.323 (shuffled); tolerance 0.02.
-    auto train = [&](const std::string& rows, const std::string& out) {
-      auto tuned = train_lora_adapter(*dir_ + "/base.gguf", rows, out, 50);
-      log += tuned.output;
-      return tuned.exit_code == 0;
+    // Each test runs in a process of its own and would train the same models again: they are
+    // trained once per build (by the bytes of this process's inputs) and copied in, since the
+    // tests rewrite what they serve.
+    auto train_once = [&](const std::string& name, const std::vector<std::string>& args, const std::string& out) {
+      auto trained = shared_trained_model(name, args, FileArguments::content_only);
+      log += trained.output;
+      std::error_code ec;
+      if (trained.ok) fs::copy(trained.dir, out, fs::copy_options::recursive, ec);
+      return trained.ok && !ec;
     };
-    ok_ = ok_ && train(data(), good()) && train(*dir_ + "/shuffled.jsonl", *dir_ + "/shuffled-adapter");
-    // An intent model on the same rows: with one, the gate judges intent agreement against it.
-    if (ok_) {
-      auto intent = ChildProcess::run({binary_path("src/cli/hengshi"), "train", "--data", data(), "--out",
-                                       intent_model(), "--search-budget", "0"},
-                                      std::chrono::seconds(120));
-      log += intent.output;
-      ok_ = intent.exit_code == 0;
-    }
+    ok_ = ok_ &&
+          train_once("lifecycle-faq-adapter", lora_adapter_args(*dir_ + "/base.gguf", data(), 50), good()) &&
+          train_once("lifecycle-shuffled-adapter",
+                     lora_adapter_args(*dir_ + "/base.gguf", *dir_ + "/shuffled.jsonl", 50),
+                     *dir_ + "/shuffled-adapter") &&
+          // An intent model on the same rows: with one, the gate judges intent agreement against it.
+          train_once("lifecycle-intent", {"train", "--data", data(), "--search-budget", "0"}, intent_model());
     if (ok_) {
       // A corrupt copy: the adapter's bytes no longer match its manifest.
       fs::copy(good(), *dir_ + "/corrupt-adapter", fs::copy_options::recursive);

@@ -25,13 +25,15 @@ std::string read_all(const std::string& path) {
 }
 
 // What decides whether a cached model is still the one these arguments would train: the
-// arguments, the content of every argument that names a file, and the binary's size and mtime.
-std::string fingerprint(const std::string& binary, const std::vector<std::string>& args) {
+// arguments (a file's path only with path_and_content), the content of every argument that names
+// a file, and the binary's size and mtime.
+std::string fingerprint(const std::string& binary, const std::vector<std::string>& args, FileArguments files) {
   std::string material;
   for (const auto& arg : args) {
-    material += arg + '\x1f';
     std::error_code ec;
-    if (fs::is_regular_file(arg, ec)) material += read_all(arg) + '\x1f';
+    const bool file = fs::is_regular_file(arg, ec);
+    if (!file || files == FileArguments::path_and_content) material += arg + '\x1f';
+    if (file) material += read_all(arg) + '\x1f';
   }
   struct stat info {};
   if (::stat(binary.c_str(), &info) == 0) {
@@ -64,12 +66,13 @@ class FileLock {
 
 }  // namespace
 
-SharedModel shared_trained_model(const std::string& name, const std::vector<std::string>& args) {
+SharedModel shared_trained_model(const std::string& name, const std::vector<std::string>& args,
+                                 FileArguments files) {
   const std::string binary = binary_path("src/cli/hengshi");
   const fs::path root = fs::path(binary_path("test-fixtures"));
   std::error_code ec;
   fs::create_directories(root, ec);
-  const fs::path dir = root / (name + "-" + fingerprint(binary, args));
+  const fs::path dir = root / (name + "-" + fingerprint(binary, args, files));
   const std::string output_file = dir.string() + ".output";
   const std::string ok_file = dir.string() + ".ok";
   FileLock lock((root / (name + ".lock")).string());

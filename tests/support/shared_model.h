@@ -17,8 +17,15 @@ struct SharedModel {
   bool ok = false;
 };
 
-// `hengshi <args...> --out DIR` on `data` (a path under the source tree), once per build.
-SharedModel shared_trained_model(const std::string& name, const std::vector<std::string>& args);
+// How an argument that names a file counts in the fingerprint.
+enum class FileArguments {
+  path_and_content,  // the same file at the same path (inputs under the source tree)
+  content_only,      // the same bytes anywhere: inputs each test process writes to its own folder
+};
+
+// `hengshi <args...> --out DIR`, once per build and fingerprint.
+SharedModel shared_trained_model(const std::string& name, const std::vector<std::string>& args,
+                                 FileArguments files = FileArguments::path_and_content);
 
 // The shipped demo FAQ (data/demo_faq.jsonl), trained without a search: what most gateway tests use.
 SharedModel shared_demo_intent_model();
