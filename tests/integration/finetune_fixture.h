@@ -59,19 +59,20 @@ inline ChildProcess::Finished make_finetunable_test_model(const std::string& pat
                             "--untied-output", "--seed", seed});
 }
 
-// `hengshi finetune --output lora` at rank 128 with one thread (ctest runs two tests at once), no
+// The arguments (after `hengshi`, without --out) of the adapter the gateway tests serve:
+// `finetune --output lora` at rank 128 with one thread (ctest runs two tests at once), no
 // held-out split, no before/after scoring and rows packed (finetune_windows.h; the serving tests
-// need an adapter that moved, not the best one): the adapter the gateway tests serve.
-// Its arguments after `hengshi`, without --out.
+// need an adapter that moved, not the best one).
 inline std::vector<std::string> lora_adapter_args(const std::string& base, const std::string& data, int epochs) {
   return {"finetune", "--base", base, "--data", data, "--output", "lora", "--rank", "128", "--epochs",
           std::to_string(epochs), "--lr", "2e-3", "--heldout", "0", "--eval-rows", "0", "--threads", "1",
           "--pack-rows"};
 }
+// That adapter, trained into `out`.
 inline ChildProcess::Finished train_lora_adapter(const std::string& base, const std::string& data,
                                                  const std::string& out, int epochs) {
-  std::vector<std::string> argv = {binary_path("src/cli/hengshi")};
-  for (auto& arg : lora_adapter_args(base, data, epochs)) argv.push_back(std::move(arg));
+  std::vector<std::string> argv = lora_adapter_args(base, data, epochs);
+  argv.insert(argv.begin(), binary_path("src/cli/hengshi"));
   argv.insert(argv.end(), {"--out", out});
   return ChildProcess::run(argv, std::chrono::seconds(240));
 }
