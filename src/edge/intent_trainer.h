@@ -57,6 +57,11 @@ struct TrainOptions {
   // values are stricter with unseen questions but also with in-scope ones carrying unseen words
   // (a phone number after an FAQ question); DESIGN-NOTES.md has the measured trade-off.
   double assumed_oos_share = 0.2;
+  // Pretrained word vectors (.vec text: a "words width" header, then one word and its floats per
+  // line) that every fastText training starts from, so words the FAQ rows never used still land
+  // near their synonyms; the model's dim becomes the file's width. scripts/fetch-word-vectors
+  // makes one for English from npm. Recorded in the manifest with its size and xxh64.
+  std::optional<std::filesystem::path> word_vectors;
 };
 
 struct SearchTrial {

@@ -215,6 +215,62 @@ TEST_F(IntentTrainerTest, QuantizedModelIsSmallerAndStillPredicts) {
   EXPECT_EQ((*engine)->predict("where is my order").intent, "order_status");
 }
 
+// Pretrained word vectors carry the model to words its rows never used: each probe word below is
+// absent from the fixture but shares its vector with a word that is there, and only the vectors
+// can tell the model which intent it belongs to.
+TEST_F(IntentTrainerTest, WordVectorsLetUnseenSynonymsFindTheirIntent) {
+  const fs::path vectors = work_ / "words.vec";
+  {
+    constexpr int kWidth = 8;
+    const std::vector<std::pair<std::vector<std::string>, int>> groups = {
+        {{"password", "passcode"}, 0}, {{"refund", "reimbursement"}, 1},
+        {{"order", "parcel"}, 2}, {{"hours", "timetable"}, 3}};
+    std::ofstream out(vectors);
+    out << 8 << ' ' << kWidth << '\n';
+    for (const auto& [words, axis] : groups) {
+      for (const std::string& word : words) {
+        out << word;
+        for (int k = 0; k < kWidth; ++k) out << ' ' << (k == 2 * axis || k == 2 * axis + 1 ? 3.0 : 0.0);
+        out << '\n';
+      }
+    }
+  }
+  TrainOptions options = options_for("intent_small.jsonl");
+  options.word_vectors = vectors;
+  FastTextParams params;
+  params.minn = 0;  // no sub-word n-grams: an unseen word is its vector or nothing
+  params.maxn = 0;
+  params.word_ngrams = 1;
+  options.fixed_params = params;
+  auto report = train_intent_model(options);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->params.dim, 8);
+  auto engine = IntentEngine::load(options.out_dir);
+  ASSERT_TRUE(engine) << engine.error().message;
+  EXPECT_EQ((*engine)->dim(), 8);
+  EXPECT_EQ((*engine)->predict("passcode").intent, "password_reset");
+  EXPECT_EQ((*engine)->predict("reimbursement").intent, "refund");
+  EXPECT_EQ((*engine)->predict("parcel").intent, "order_status");
+  EXPECT_EQ((*engine)->predict("timetable").intent, "opening_hours");
+
+  auto manifest = load_verified_manifest(options.out_dir);
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  EXPECT_EQ(manifest->hyperparameters["pretrained_vectors"], "words.vec");
+  EXPECT_EQ(manifest->training["word_vectors_xxh64"].get<std::string>().size(), 16u);
+  EXPECT_EQ(manifest->training["word_vectors_bytes"], fs::file_size(vectors));
+}
+
+TEST_F(IntentTrainerTest, RejectsAWordVectorFileWithoutItsHeader) {
+  const fs::path vectors = work_ / "headless.vec";
+  std::ofstream(vectors) << "password 1 0 0 0\nrefund 0 1 0 0\n";
+  TrainOptions options = options_for("intent_small.jsonl");
+  options.word_vectors = vectors;
+  expect_error(train_intent_model(options), "invalid_argument", {"headless.vec", "not a .vec"});
+  EXPECT_FALSE(fs::exists(options.out_dir));
+  options.word_vectors = work_ / "absent.vec";
+  expect_error(train_intent_model(options), "invalid_argument", {"absent.vec", "cannot open"});
+}
+
 // The demo FAQ shipped for `scripts/run` must train and answer new phrasings at the edge.
 TEST_F(IntentTrainerTest, DemoFaqAnswersUnseenQuestions) {
   TrainOptions options;
