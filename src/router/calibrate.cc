@@ -87,10 +87,11 @@ std::optional<Band> fit_group_legacy(std::string_view kind, const std::string& k
 std::optional<Band> fit_group_shrunk(std::string_view kind, const std::string& key,
                                      const std::vector<LabelledPrediction>& rows,
                                      const std::string& parent_name, const Band& parent,
-                                     const CalibrateOptions& options, CalibrateReport& report) {
+                                     std::size_t siblings, const CalibrateOptions& options,
+                                     CalibrateReport& report) {
   const std::string name = group_name(kind, key);
-  ShrinkResult shrunk =
-      shrink_band(rows, parent, options.target_precision, options.min_support, options.confidence);
+  ShrinkResult shrunk = shrink_band(rows, parent, options.target_precision, options.min_support,
+                                    options.confidence, siblings);
   GroupFit group{std::string(kind), key, std::move(shrunk.fit)};
   group.band = shrunk.band;
   group.written = !is_inherited(shrunk.rule);
@@ -426,16 +427,18 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
     report.groups.push_back(std::move(root));
     for (const auto& [task_type, group_rows] : by_task_type) {
       if (auto band = fit_group_shrunk("task_type", task_type, group_rows, "default",
-                                       file.default_band, options, report)) {
+                                       file.default_band, by_task_type.size(), options, report)) {
         file.task_types.emplace(task_type, *band);
       }
     }
     for (const auto& [intent, group_rows] : by_intent) {
       if (auto band = fit_group_shrunk("intent", intent, group_rows, "default", file.default_band,
-                                       options, report)) {
+                                       by_intent.size(), options, report)) {
         file.intents.emplace(intent, *band);
       }
     }
+    std::size_t task_intent_groups = 0;
+    for (const auto& [intent, tasks] : by_task_intent) task_intent_groups += tasks.size() < 2 ? 0 : tasks.size();
     for (const auto& [intent, tasks] : by_task_intent) {
       if (tasks.size() < 2) continue;  // one task type: the same rows as the intent group
       for (const auto& [task_type, group_rows] : tasks) {
@@ -456,7 +459,7 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
         }
         const std::string key = task_type + "/" + intent;
         if (auto band = fit_group_shrunk("task_intent", key, group_rows, parent_name, parent,
-                                         options, report)) {
+                                         task_intent_groups, options, report)) {
           file.task_intents.emplace(key, *band);
         }
       }

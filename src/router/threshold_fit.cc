@@ -333,10 +333,16 @@ std::string_view to_string(BandRule rule) {
 }
 
 ShrinkResult shrink_band(const std::vector<LabelledPrediction>& rows, const Band& parent,
-                         double target_precision, std::size_t min_support, double confidence) {
+                         double target_precision, std::size_t min_support, double confidence,
+                         std::size_t siblings) {
   ShrinkResult result;
   result.fit = fit_band(rows, target_precision, min_support, confidence);
   const double level = confidence > 0 ? confidence : 0.95;  // the Wilson bounds' level
+  // Loosening is a claim about new traffic made by whichever of the siblings look best on these
+  // rows: with bounds, its level is Bonferroni-corrected over them, so all the groups' loosenings
+  // together hold at `confidence`.
+  const double looser_level =
+      confidence > 0 ? 1.0 - (1.0 - confidence) / static_cast<double>(std::max<std::size_t>(siblings, 1)) : level;
   result.band = parent;
   const std::vector<CurvePoint> curve = precision_curve(rows);
   result.at_parent_high = answered_at_or_above(rows, parent.high);
@@ -371,7 +377,7 @@ ShrinkResult shrink_band(const std::vector<LabelledPrediction>& rows, const Band
     double lowered_bound = 0;
     for (const CurvePoint& point : curve) {
       if (point.threshold >= parent.high || !meets_support(point.tally, min_support)) continue;
-      const double lower = wilson_lower_bound(point.tally.precision(), point.tally.effective_n(), level);
+      const double lower = wilson_lower_bound(point.tally.precision(), point.tally.effective_n(), looser_level);
       if (lower >= target_precision) {
         lowered = &point;
         lowered_bound = lower;
@@ -386,7 +392,8 @@ ShrinkResult shrink_band(const std::vector<LabelledPrediction>& rows, const Band
       result.rule = BandRule::looser;
       result.band = own_band(lowered->threshold);
       result.reason =
-          "looser: Wilson lower " + decimal(lowered_bound, 3) + " >= " + target + " at " +
+          "looser: Wilson lower " + decimal(lowered_bound, 3) + " (at " + decimal(100 * looser_level, 2) +
+          "%) >= " + target + " at " +
           decimal(lowered->threshold, 3) + " (precision " + decimal(lowered->tally.precision(), 3) +
           ", n=" + count_text(lowered->tally.effective_n()) + "; parent high " + parent_high + ")";
     } else if (rows.size() < min_support) {

@@ -135,6 +135,29 @@ TEST(ShrinkBandTest, TwoHundredRowsAtNinetyPercentAreMadeStricter) {
   EXPECT_TRUE(contains(off.reason, "edge never")) << off.reason;
 }
 
+// Loosening picks the groups that look best on the calibration rows; with bounds its level is
+// corrected for how many sibling groups had the chance, so evidence that would loosen one group
+// alone does not loosen one of ten.
+TEST(ShrinkBandTest, LooseningAmongSiblingsNeedsBonferroniEvidence) {
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, 0.95, 20, 20);
+  add_rows(rows, 0.7, 100, 100);
+  add_rows(rows, 0.5, 50, 30);
+  const ShrinkResult alone = shrink_band(rows, kParent, 0.97, 20, 0.9, 1);
+  EXPECT_EQ(alone.rule, BandRule::looser) << alone.reason;
+  EXPECT_DOUBLE_EQ(alone.band.high, 0.7);
+  EXPECT_TRUE(contains(alone.reason, "(at 90.00%)")) << alone.reason;
+  EXPECT_GE(wilson_lower_bound(1.0, 120, 0.9), 0.97);
+
+  const ShrinkResult one_of_ten = shrink_band(rows, kParent, 0.97, 20, 0.9, 10);
+  EXPECT_TRUE(is_inherited(one_of_ten.rule)) << one_of_ten.reason;
+  EXPECT_DOUBLE_EQ(one_of_ten.band.high, kParent.high);
+  EXPECT_LT(wilson_lower_bound(1.0, 120, 0.99), 0.97);
+
+  // Point estimates (confidence 0) keep the 95% decision whatever the siblings.
+  EXPECT_EQ(shrink_band(rows, kParent, 0.97, 20, 0.0, 10).rule, BandRule::looser);
+}
+
 TEST(ShrinkBandTest, StrongEvidenceAboveTargetMakesItLooser) {
   std::vector<LabelledPrediction> rows;
   add_rows(rows, 0.95, 50, 50);
@@ -146,7 +169,7 @@ TEST(ShrinkBandTest, StrongEvidenceAboveTargetMakesItLooser) {
   const double lower = wilson_lower_bound(1.0, 350);
   EXPECT_GE(lower, 0.97);
   char expected[96];
-  std::snprintf(expected, sizeof expected, "looser: Wilson lower %.3f >= 0.970 at 0.700", lower);
+  std::snprintf(expected, sizeof expected, "looser: Wilson lower %.3f (at 95.00%%) >= 0.970 at 0.700", lower);
   EXPECT_TRUE(contains(shrunk.reason, expected)) << shrunk.reason;
   EXPECT_DOUBLE_EQ(shrunk.coverage_at_high, 350.0 / 400);
   EXPECT_LE(shrunk.band.low, shrunk.band.high);
