@@ -23,7 +23,8 @@
 // on each held-out domain, the worst and the mean (targets: worst >= 0.62, mean >= 0.68).
 //
 // Usage: bench_router_complexity [--data DIR] [--folds F] [--seeds S] [--large-share X] [--l2 L]
-//                                [--quick] [--by-domain]
+//                                [--quick] [--by-domain] [--word-vectors FILE.vec]
+// --word-vectors starts the fastText part from pretrained vectors (scripts/fetch-word-vectors).
 // --quick: the features kind only (no fastText). DIR defaults to $HENGSHI_DATA_DIR, then
 // <source>/../shared/data; without the file it prints "skip: dataset not found" and exits 0.
 #include <stdlib.h>
@@ -148,7 +149,19 @@ int main(int argc, char** argv) {
   app.add_flag("--by-domain", by_domain,
                "leave one MMLU domain out (STEM, humanities, social sciences, other) instead of subject folds");
   app.add_option("--l2", l2, "L2 penalty of the logistic part")->check(CLI::NonNegativeNumber);
+  std::string word_vectors;
+  app.add_option("--word-vectors", word_vectors, "pretrained word vectors (.vec) for the fastText part")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
+  int word_vectors_width = 0;  // from the .vec header "<words> <width>"
+  if (!word_vectors.empty()) {
+    std::ifstream header(word_vectors);
+    long long words = 0;
+    if (!(header >> words >> word_vectors_width) || word_vectors_width < 1) {
+      std::fprintf(stderr, "%s: not a .vec file\n", word_vectors.c_str());
+      return 2;
+    }
+  }
   if (data_dir.empty()) {
     const char* env = std::getenv("HENGSHI_DATA_DIR");
     data_dir = env != nullptr && *env != '\0' ? env : HENGSHI_DEFAULT_DATA_DIR;
@@ -228,6 +241,10 @@ int main(int argc, char** argv) {
         options.large_share = large_share;
         options.l2 = l2;
         options.seed = static_cast<std::uint64_t>(seed);
+        if (!word_vectors.empty()) {
+          options.fasttext.pretrained_vectors = std::filesystem::absolute(word_vectors).string();
+          options.fasttext.dim = word_vectors_width;
+        }
         auto trained = train_complexity_model(train, options);
         if (!trained) {
           std::fprintf(stderr, "training failed: %s\n", trained.error().message.c_str());
