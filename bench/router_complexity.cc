@@ -153,14 +153,14 @@ int main(int argc, char** argv) {
   app.add_option("--word-vectors", word_vectors, "pretrained word vectors (.vec) for the fastText part")
       ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
-  int word_vectors_width = 0;  // from the .vec header "<words> <width>"
+  int vectors_width = 0;
   if (!word_vectors.empty()) {
-    std::ifstream header(word_vectors);
-    long long words = 0;
-    if (!(header >> words >> word_vectors_width) || word_vectors_width < 1) {
-      std::fprintf(stderr, "%s: not a .vec file\n", word_vectors.c_str());
+    auto width = hengshi::edge::word_vectors_width(word_vectors);
+    if (!width) {
+      std::fprintf(stderr, "%s\n", width.error().message.c_str());
       return 2;
     }
+    vectors_width = *width;
   }
   if (data_dir.empty()) {
     const char* env = std::getenv("HENGSHI_DATA_DIR");
@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
         options.seed = static_cast<std::uint64_t>(seed);
         if (!word_vectors.empty()) {
           options.fasttext.pretrained_vectors = std::filesystem::absolute(word_vectors).string();
-          options.fasttext.dim = word_vectors_width;
+          options.fasttext.dim = vectors_width;
         }
         auto trained = train_complexity_model(train, options);
         if (!trained) {

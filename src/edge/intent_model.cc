@@ -6,6 +6,7 @@
 #include <cmath>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace hengshi::edge {
@@ -123,19 +124,33 @@ struct IntentModel::Impl {
 
 nlohmann::json FastTextParams::to_json() const {
   nlohmann::json json = {{"loss", one_vs_all ? "ova" : "softmax"},
-          {"lr", lr},
-          {"epoch", epoch},
-          {"dim", dim},
-          {"word_ngrams", word_ngrams},
-          {"minn", minn},
-          {"maxn", maxn},
-          {"bucket", bucket},
-          {"threads", threads},
-          {"seed", seed}};
+                         {"lr", lr},
+                         {"epoch", epoch},
+                         {"dim", dim},
+                         {"word_ngrams", word_ngrams},
+                         {"minn", minn},
+                         {"maxn", maxn},
+                         {"bucket", bucket},
+                         {"threads", threads},
+                         {"seed", seed}};
   if (!pretrained_vectors.empty()) {
     json["pretrained_vectors"] = std::filesystem::path(pretrained_vectors).filename().string();
   }
   return json;
+}
+
+Result<int> word_vectors_width(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"invalid_argument", path.string() + ": cannot open the word vectors"};
+  long long words = 0;
+  long long width = 0;
+  std::string rest;
+  if (!(in >> words >> width) || words < 1 || width < 1 || width > 1024 || !std::getline(in, rest) ||
+      rest.find_first_not_of(" \t\r") != std::string::npos) {
+    return Error{"invalid_argument",
+                 path.string() + ": not a .vec word-vector file (its first line must be \"<words> <width>\")"};
+  }
+  return static_cast<int>(width);
 }
 
 IntentModel::IntentModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {

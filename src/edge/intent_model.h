@@ -39,6 +39,10 @@ struct FastTextParams {
   nlohmann::json to_json() const;
 };
 
+// The width of a .vec word-vector file (FastTextParams::pretrained_vectors), from its
+// "<words> <width>" header line. Errors: "invalid_argument" (cannot open, no such header).
+Result<int> word_vectors_width(const std::filesystem::path& path);
+
 // Defaults measured on banking77 (bench/edge_intent.cc): pruning to the 10k rows of largest norm
 // keeps holdout accuracy (0.905 vs 0.904 at 30k) and makes product quantisation several times
 // faster than quantising every bucket.

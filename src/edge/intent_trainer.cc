@@ -52,21 +52,6 @@ int buckets_for(std::size_t training_tokens) {
   return static_cast<int>(std::clamp<std::size_t>(8 * training_tokens, 20000, 100000));
 }
 
-// The width of a .vec word-vector file, from its "words width" header line.
-Result<int> word_vectors_width(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"invalid_argument", path.string() + ": cannot open the word vectors"};
-  long long words = 0;
-  long long width = 0;
-  std::string rest;
-  if (!(in >> words >> width) || words < 1 || width < 1 || width > 1024 || !std::getline(in, rest) ||
-      rest.find_first_not_of(" \t\r") != std::string::npos) {
-    return Error{"invalid_argument",
-                 path.string() + ": not a .vec word-vector file (its first line must be \"<words> <width>\")"};
-  }
-  return static_cast<int>(width);
-}
-
 // The search grid, most often best first, so a short budget still gets a good model. Word
 // bigrams (character bigrams under han_chars) are on everywhere; the axes are sub-word character
 // n-grams (typos, inflections), learning rate, training length and trigram context.
