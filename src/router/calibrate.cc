@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -513,7 +514,8 @@ LabelledPrediction labelled_prediction(const edge::IntentPrediction& prediction,
 
 Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                              const std::vector<CalibrationRow>& rows,
-                                             const CalibrateOptions& options) {
+                                             const CalibrateOptions& options,
+                                             std::vector<LabelledPrediction> out_of_fold, int folds) {
   if (Status valid = check_fit_options(options); !valid) return valid.error();
   if (is_blank(options.default_task_type)) {
     return Error{"invalid_argument", "default task type must not be empty"};
@@ -533,6 +535,8 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                               row.task_type.empty() ? options.default_task_type : row.task_type,
                                               row.intent));
   }
+  const std::size_t cross_fit_rows = out_of_fold.size();
+  std::move(out_of_fold.begin(), out_of_fold.end(), std::back_inserter(predictions));
   if (predictions.empty()) {
     return Error{"data_invalid",
                  "no usable rows to calibrate on (" + std::to_string(skipped) + " skipped)"};
@@ -557,7 +561,15 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
   auto report = calibrate_predictions(std::move(predictions), options);
   if (!report) return report.error();
   report->skipped = skipped;
+  report->cross_fit_rows = cross_fit_rows;
+  report->cross_fit_folds = folds;
   ThresholdsFile& file = report->file;
+  if (cross_fit_rows > 0) {
+    // Which evidence the bands rest on, for whoever reads the file later.
+    file.notes["cross_fit"] = std::to_string(cross_fit_rows) + " training rows out of fold (" +
+                              std::to_string(folds) + " fold models), with " +
+                              std::to_string(report->rows - cross_fit_rows) + " held-out rows";
+  }
   file.model_version = engine.model_version();
   file.version =
       make_thresholds_version(file, options.now.value_or(std::chrono::system_clock::now()));
@@ -588,6 +600,11 @@ std::string format_calibrate_report(const CalibrateReport& report) {
   const bool hierarchical = report.rule == ThresholdRule::hierarchical;
   append_format(out, "calibrated %zu rows (%zu skipped) with model %s\n", report.rows,
                 report.skipped, file.model_version.c_str());
+  if (report.cross_fit_rows > 0) {
+    append_format(out, "  of them %zu out of fold: the model's training rows, each predicted by one of %d fold "
+                  "models trained without it (--cross-fit)\n",
+                  report.cross_fit_rows, report.cross_fit_folds);
+  }
   append_format(out, "target precision %.3f, min support %zu, rule %s; thresholds %s\n",
                 file.target_precision, report.min_support,
                 std::string(to_string(report.rule)).c_str(), file.version.c_str());

@@ -123,6 +123,9 @@ struct CalibrateReport {
   std::vector<InheritedGroup> inherited;
   std::size_t rows = 0;         // rows predicted and fitted
   std::size_t skipped = 0;      // rows with an empty text or intent, left out
+  // Of `rows`, those predicted out of fold from the model's own training data (--cross-fit).
+  std::size_t cross_fit_rows = 0;
+  int cross_fit_folds = 0;
   std::size_t min_support = 0;  // the option the groups were cut with
   double confidence = 0;        // the option the bands were bounded with (0 = point estimates)
   ThresholdRule rule = ThresholdRule::hierarchical;
@@ -153,9 +156,13 @@ struct CalibrateReport {
 LabelledPrediction labelled_prediction(const edge::IntentPrediction& prediction, std::string task_type,
                                        std::string intent_true);
 
+// `out_of_fold`: more evidence, predicted by fold models of the engine's own recipe
+// (edge/cross_fit.h; their task type is the default), fitted together with `rows`.
 Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                              const std::vector<CalibrationRow>& rows,
-                                             const CalibrateOptions& options);
+                                             const CalibrateOptions& options,
+                                             std::vector<LabelledPrediction> out_of_fold = {},
+                                             int folds = 0);
 
 // The fitting itself, over predictions already made (calibrate_thresholds predicts, then calls
 // this; tests and benches may call it directly). The rows' weights are replaced (set from

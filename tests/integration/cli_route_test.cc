@@ -162,6 +162,31 @@ TEST_F(CliRouteTest, CalibratePrintsRulesFinalPolicyAndPriorShift) {
   EXPECT_FALSE(fs::exists(*dir_ + "/refused.json"));
 }
 
+// --cross-fit K retrains the model's recipe K times on its own training data (which the manifest
+// names and hashes) and fits on those rows out of fold as well; the fold models are removed.
+TEST_F(CliRouteTest, CalibrateCrossFitsOnTheModelsOwnTrainingRows) {
+  const std::string hengshi = binary_path("src/cli/hengshi");
+  const std::string work = *dir_ + "/cross-fit";
+  fs::create_directories(work);
+  auto crossed = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
+                                    source_path("data/demo_faq.jsonl"), "--target-precision", "0.95",
+                                    "--cross-fit", "3", "--out", work + "/thresholds.json"},
+                                   std::chrono::seconds(300));
+  ASSERT_EQ(crossed.exit_code, 0) << crossed.output;
+  EXPECT_NE(crossed.output.find("out of fold: the model's training rows"), std::string::npos) << crossed.output;
+  EXPECT_NE(crossed.output.find("predicted out of fold by 3 fold models"), std::string::npos) << crossed.output;
+  EXPECT_TRUE(fs::exists(work + "/thresholds.json"));
+  for (const auto& entry : fs::directory_iterator(work)) {
+    EXPECT_EQ(entry.path().filename(), "thresholds.json") << "left behind: " << entry.path();
+  }
+  auto refused = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
+                                    source_path("data/demo_faq.jsonl"), "--target-precision", "0.95",
+                                    "--cross-fit", "1", "--out", work + "/refused.json"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("folds must be in [2, 20]"), std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(work + "/refused.json"));
+}
+
 TEST_F(CliRouteTest, OneDecisionPerLineWithRouteReasonIntentAndConfidence) {
   auto decisions = route({
       R"({"text": "我的订单到哪了"})",

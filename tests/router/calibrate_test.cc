@@ -194,6 +194,34 @@ TEST_F(CalibrateTest, InScopeOnlyDataFitsAShareWithTheModelsStandIns) {
   EXPECT_EQ(calibrate(training_rows(), real_options).synthetic_oos_rows, 0u);
 }
 
+// --cross-fit's rows (predicted out of fold) are fitted together with the held-out rows: more
+// samples behind every band, and the report says how many were out of fold.
+TEST_F(CalibrateTest, OutOfFoldRowsAreFittedWithTheHeldOutOnes) {
+  const std::vector<CalibrationRow> rows = training_rows();
+  std::vector<LabelledPrediction> out_of_fold;
+  for (const CalibrationRow& row : rows) {
+    out_of_fold.push_back(labelled_prediction(engine().predict(row.text), "faq", row.intent));
+  }
+  const CalibrateReport alone = calibrate(rows, options(0.9));
+  auto both = calibrate_thresholds(engine(), rows, options(0.9), out_of_fold, 5);
+  ASSERT_TRUE(both) << both.error().message;
+  EXPECT_EQ(both->rows, alone.rows + rows.size());
+  EXPECT_EQ(both->cross_fit_rows, rows.size());
+  EXPECT_EQ(both->cross_fit_folds, 5);
+  ASSERT_FALSE(alone.groups.empty());
+  ASSERT_FALSE(both->groups.empty());
+  EXPECT_EQ(both->groups.front().kind, "default");
+  EXPECT_EQ(both->groups.front().fit.samples, 2 * alone.groups.front().fit.samples);
+  const std::string text = format_calibrate_report(*both);
+  EXPECT_TRUE(contains(text, std::to_string(rows.size()) + " out of fold")) << text;
+  EXPECT_TRUE(contains(text, "5 fold models")) << text;
+  EXPECT_FALSE(contains(format_calibrate_report(alone), "out of fold"));
+  EXPECT_EQ(both->file.notes.at("cross_fit"),
+            std::to_string(rows.size()) + " training rows out of fold (5 fold models), with " +
+                std::to_string(alone.rows) + " held-out rows");
+  EXPECT_EQ(alone.file.notes.count("cross_fit"), 0u);
+}
+
 TEST_F(CalibrateTest, SameRowsGiveTheSameFile) {
   const CalibrateReport first = calibrate(mixed_support_rows(), options(0.9));
   const CalibrateReport second = calibrate(mixed_support_rows(), options(0.9));
