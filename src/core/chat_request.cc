@@ -1,8 +1,10 @@
 #include "core/chat_request.h"
 
 #include <array>
+#include <optional>
 #include <utility>
 
+#include "core/json_fast_parse.h"
 #include "core/json_text.h"
 
 namespace hengshi {
@@ -132,14 +134,19 @@ Result<std::optional<double>, ApiError> bounded_number(const json& doc, const ch
 }  // namespace
 
 Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
-  if (json_nesting_exceeds(body, kMaxJsonDepth)) {
-    return bad("nesting_too_deep",
-               "request body nests arrays/objects deeper than " + std::to_string(kMaxJsonDepth) + " levels", "");
+  std::optional<json> fast = parse_json_fast(body, kMaxJsonDepth);
+  if (!fast) {
+    // What simdjson refused: nlohmann's parser decides, as it always did (depth first).
+    if (json_nesting_exceeds(body, kMaxJsonDepth)) {
+      return bad("nesting_too_deep",
+                 "request body nests arrays/objects deeper than " + std::to_string(kMaxJsonDepth) + " levels", "");
+    }
+    fast = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (fast->is_discarded()) {
+      return bad("invalid_json", "request body is not valid JSON", "");
+    }
   }
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return bad("invalid_json", "request body is not valid JSON", "");
-  }
+  json& doc = *fast;
   if (!doc.is_object()) return bad("invalid_type", "request body must be a JSON object", "");
 
   ChatRequest req;

@@ -1,0 +1,73 @@
+#include "core/json_fast_parse.h"
+
+#include <cstdint>
+#include <string>
+
+#include <simdjson.h>
+
+namespace hengshi {
+namespace {
+
+using nlohmann::json;
+
+bool build(simdjson::dom::element element, json& out, int depth, int max_depth) {
+  using Type = simdjson::dom::element_type;
+  switch (element.type()) {
+    case Type::ARRAY: {
+      if (depth > max_depth) return false;
+      out = json::array();
+      // Named, not a temporary in the range-for: g++ 12 warns of a dangling tape pointer otherwise.
+      const simdjson::dom::array items = element.get_array().value_unsafe();
+      for (simdjson::dom::element item : items) {
+        out.push_back(nullptr);
+        if (!build(item, out.back(), depth + 1, max_depth)) return false;
+      }
+      return true;
+    }
+    case Type::OBJECT: {
+      if (depth > max_depth) return false;
+      out = json::object();
+      const simdjson::dom::object fields = element.get_object().value_unsafe();
+      for (simdjson::dom::key_value_pair field : fields) {
+        // operator[] on a repeated name overwrites: the last one wins, as in nlohmann's parser.
+        if (!build(field.value, out[std::string(field.key)], depth + 1, max_depth)) return false;
+      }
+      return true;
+    }
+    case Type::INT64: {
+      const std::int64_t value = element.get_int64().value_unsafe();
+      if (value >= 0) {
+        out = static_cast<std::uint64_t>(value);  // nlohmann reads "5" as unsigned
+      } else {
+        out = value;
+      }
+      return true;
+    }
+    case Type::UINT64: out = element.get_uint64().value_unsafe(); return true;
+    case Type::DOUBLE: out = element.get_double().value_unsafe(); return true;
+    case Type::STRING: out = std::string(element.get_string().value_unsafe()); return true;
+    case Type::BOOL: out = element.get_bool().value_unsafe(); return true;
+    case Type::NULL_VALUE: out = nullptr; return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<json> parse_json_fast(std::string_view text, int max_depth) {
+  // This thread's parser and a padded copy of the text keep their buffers between calls: no
+  // allocation per request once warm (simdjson reads up to its padding past the end).
+  thread_local simdjson::dom::parser parser;
+  thread_local std::string padded;
+  padded.assign(text);
+  padded.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  simdjson::dom::element root;
+  if (parser.parse(padded.data(), padded.size(), /*realloc_if_needed=*/false).get(root) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  json out;
+  if (!build(root, out, 1, max_depth)) return std::nullopt;
+  return out;
+}
+
+}  // namespace hengshi

@@ -1,0 +1,22 @@
+// A nlohmann DOM built from simdjson's parse. simdjson validates and tokenises several times
+// faster than nlohmann's own lexer, which read every request body character by character (the
+// request's parse was about a tenth of the gateway's CPU at saturation: bench/overhead
+// --saturate --profile); the DOM that the router and the upstream body read is then built from
+// simdjson's tape. Values come out as nlohmann's parser makes them: non-negative integers
+// unsigned, negative ones signed, the last of repeated member names (one exception: "-0" is an
+// unsigned 0, not a signed one; equal, integral and dumped alike).
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace hengshi {
+
+// nullopt when simdjson refuses the text (invalid JSON, or an integer beyond 64 bits, which
+// nlohmann reads as a double) or it nests containers deeper than `max_depth`: the caller then
+// takes nlohmann's parser, so what is accepted and every error stay as they were.
+std::optional<nlohmann::json> parse_json_fast(std::string_view text, int max_depth);
+
+}  // namespace hengshi

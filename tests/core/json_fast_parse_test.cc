@@ -1,0 +1,79 @@
+#include "core/json_fast_parse.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace hengshi {
+namespace {
+
+using nlohmann::json;
+
+// The same value and the same number kinds as nlohmann's own parser gives: the router, the cache
+// key and the upstream body read the DOM, so a body must not change meaning with the parser.
+void expect_as_nlohmann(const std::string& text) {
+  const json expected = json::parse(text);
+  const std::optional<json> fast = parse_json_fast(text, 64);
+  ASSERT_TRUE(fast.has_value()) << text;
+  EXPECT_EQ(*fast, expected) << text;
+  EXPECT_EQ(fast->dump(), expected.dump()) << text;
+  // Kinds, recursively: dump() prints 5 for both a signed and an unsigned 5.
+  std::vector<std::pair<const json*, const json*>> pending = {{&*fast, &expected}};
+  while (!pending.empty()) {
+    auto [got, want] = pending.back();
+    pending.pop_back();
+    ASSERT_EQ(got->type(), want->type()) << text << " at " << want->dump();
+    if (want->is_structured()) {
+      ASSERT_EQ(got->size(), want->size()) << text;
+      if (want->is_array()) {
+        for (std::size_t i = 0; i < want->size(); ++i) pending.emplace_back(&(*got)[i], &(*want)[i]);
+      } else {
+        for (auto it = want->begin(); it != want->end(); ++it) pending.emplace_back(&got->at(it.key()), &it.value());
+      }
+    }
+  }
+}
+
+TEST(JsonFastParseTest, ChatBodiesComeOutAsNlohmannReadsThem) {
+  expect_as_nlohmann(R"({"model":"cloud-small","messages":[{"role":"user","content":"hi"}],"max_tokens":64,
+                        "temperature":0.2,"stream":false,"stop":null,"seed":-3,"n":1})");
+  expect_as_nlohmann(R"({"messages":[{"role":"user","content":[{"type":"text","text":"订单 12345 到哪了？"}]}],
+                        "hengshi":{"task_type":"faq","deadline_ms":800}})");
+  expect_as_nlohmann(R"({"a":"\u00e9\ud83d\ude00 \"quoted\" \\ \n","b":[1,-1,1.5,-0.25,1e3,2E-2,0]})");
+  expect_as_nlohmann(R"({"big":18446744073709551615,"neg":-9223372036854775808,"max":9223372036854775807})");
+  expect_as_nlohmann(R"([[],{},[[{}]],"",true,false,null])");
+  expect_as_nlohmann("  {\"x\" : 1 }\n");
+  expect_as_nlohmann("3");
+  // "-0": nlohmann makes it a signed 0, simdjson's tape cannot tell it from "0" (unsigned here).
+  // The same integer either way: equal, integral, dumped as 0.
+  const std::optional<json> minus_zero = parse_json_fast("[-0]", 64);
+  ASSERT_TRUE(minus_zero.has_value());
+  EXPECT_EQ(*minus_zero, json::parse("[-0]"));
+  EXPECT_TRUE((*minus_zero)[0].is_number_integer());
+  EXPECT_EQ(minus_zero->dump(), "[0]");
+}
+
+TEST(JsonFastParseTest, TheLastOfARepeatedNameWins) {
+  const std::optional<json> fast = parse_json_fast(R"({"model":"a","model":{"x":1},"model":"c"})", 64);
+  ASSERT_TRUE(fast.has_value());
+  EXPECT_EQ((*fast)["model"], "c");
+  EXPECT_EQ(fast->size(), 1u);
+  expect_as_nlohmann(R"({"k":[1,2],"k":3})");
+}
+
+TEST(JsonFastParseTest, LeavesToNlohmannWhatSimdjsonRefusesOrWhatIsTooDeep) {
+  // Invalid JSON, invalid UTF-8, trailing garbage and an empty body.
+  for (const std::string text : {"{", R"({"a":})", "{\"a\":\"\xff\"}", "{} x", "", R"({"a":01})"}) {
+    EXPECT_FALSE(parse_json_fast(text, 64).has_value()) << text;
+  }
+  // An integer beyond 64 bits, which nlohmann reads as a double.
+  EXPECT_FALSE(parse_json_fast(R"({"n":123456789012345678901234567890})", 64).has_value());
+  // Depth: 3 levels pass at a limit of 3, 4 do not.
+  EXPECT_TRUE(parse_json_fast(R"({"a":[{"b":1}]})", 3).has_value());
+  EXPECT_FALSE(parse_json_fast(R"({"a":[{"b":[1]}]})", 3).has_value());
+  EXPECT_TRUE(parse_json_fast(R"({"a":[{"b":"[[[[[[["}]})", 3).has_value());  // brackets in strings
+}
+
+}  // namespace
+}  // namespace hengshi
