@@ -536,6 +536,15 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
                                               row.intent));
   }
   const std::size_t cross_fit_rows = out_of_fold.size();
+  CalibrateOptions fit_options = options;
+  if (cross_fit_rows > 0 && !options.oos_share && !predictions.empty()) {
+    // The training rows' mix is the FAQ's, not the traffic's: unless told, the share to fit for
+    // stays the held-out rows' own (diluted by in-scope training rows it would admit more leak).
+    const auto held_out_oos = std::count_if(predictions.begin(), predictions.end(), [](const LabelledPrediction& row) {
+      return row.intent_true == kOutOfScopeIntent;
+    });
+    fit_options.oos_share = static_cast<double>(held_out_oos) / static_cast<double>(predictions.size());
+  }
   std::move(out_of_fold.begin(), out_of_fold.end(), std::back_inserter(predictions));
   if (predictions.empty()) {
     return Error{"data_invalid",
@@ -546,7 +555,7 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
       std::any_of(predictions.begin(), predictions.end(), [](const LabelledPrediction& row) {
         return row.intent_true == kOutOfScopeIntent;
       });
-  if (options.synthetic_oos && options.oos_share && *options.oos_share > 0 && !data_has_oos &&
+  if (fit_options.synthetic_oos && fit_options.oos_share && *fit_options.oos_share > 0 && !data_has_oos &&
       engine.oos_scorer() != nullptr) {
     for (const edge::SyntheticOosRow& stand_in : engine.oos_scorer()->synthetic_out_of_scope()) {
       LabelledPrediction labelled;
@@ -558,7 +567,7 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
       predictions.push_back(std::move(labelled));
     }
   }
-  auto report = calibrate_predictions(std::move(predictions), options);
+  auto report = calibrate_predictions(std::move(predictions), fit_options);
   if (!report) return report.error();
   report->skipped = skipped;
   report->cross_fit_rows = cross_fit_rows;

@@ -220,6 +220,17 @@ TEST_F(CalibrateTest, OutOfFoldRowsAreFittedWithTheHeldOutOnes) {
             std::to_string(rows.size()) + " training rows out of fold (5 fold models), with " +
                 std::to_string(alone.rows) + " held-out rows");
   EXPECT_EQ(alone.file.notes.count("cross_fit"), 0u);
+  // The fixture has 10 __oos__ rows in 50; the out-of-fold copies would make that 20 in 100 too,
+  // so add only in-scope ones: the share fitted for stays the held-out rows' own, not diluted.
+  std::vector<LabelledPrediction> in_scope;
+  for (const LabelledPrediction& row : out_of_fold) {
+    if (row.intent_true != "__oos__") in_scope.push_back(row);
+  }
+  auto diluted = calibrate_thresholds(engine(), rows, options(0.9), in_scope, 5);
+  ASSERT_TRUE(diluted) << diluted.error().message;
+  EXPECT_DOUBLE_EQ(diluted->oos_share, alone.oos_share);
+  EXPECT_GT(alone.oos_share, 0.0);
+  EXPECT_LT(diluted->data_oos_share, alone.oos_share);
 }
 
 TEST_F(CalibrateTest, SameRowsGiveTheSameFile) {
