@@ -37,10 +37,6 @@ constexpr Millis kDrainGrace{100};
 // A pooled connection idle for less than this is reused without a peek for EOF.
 constexpr Millis kPeekAfterIdle{1000};
 
-void append_json(std::string& out, const json& value) {
-  out += value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 // The caller's body re-serialized for the member: "model" replaced, "stream" forced, and for
 // streams stream_options.include_usage forced on. Top-level values are copied as they are
 // (no deep copy of the caller's messages). The gateway's "hengshi" object never goes upstream.
@@ -62,7 +58,7 @@ std::string upstream_body(const json& request, const std::string& model, bool st
       out += ',';
       append_json_string(out, key);
       out += ':';
-      append_json(out, it.value());
+      append_dump_text(out, it.value());
     }
   }
   if (stream) {
@@ -70,7 +66,7 @@ std::string upstream_body(const json& request, const std::string& model, bool st
     if (stream_options != nullptr && stream_options->is_object()) {
       json merged = *stream_options;
       merged["include_usage"] = true;
-      append_json(out, merged);
+      append_dump_text(out, merged);
     } else {
       out += "{\"include_usage\":true}";
     }

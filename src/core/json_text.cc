@@ -9,6 +9,13 @@ std::string dump_text(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+void append_dump_text(std::string& out, const nlohmann::json& value) {
+  // What json::dump() does inside, with `out` as the serializer's output.
+  nlohmann::detail::serializer<nlohmann::json> serializer(
+      nlohmann::detail::output_adapter<char, std::string>(out), ' ', nlohmann::json::error_handler_t::replace);
+  serializer.dump(value, /*pretty_print=*/false, /*ensure_ascii=*/false, /*indent_step=*/0);
+}
+
 bool json_nesting_exceeds(std::string_view text, int max_depth) {
   // Hand-written: nlohmann has no depth limit, and a byte scan is cheaper than a SAX wrapper.
   int depth = 0;

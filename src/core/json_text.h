@@ -20,6 +20,9 @@ inline constexpr int kMaxJsonDepth = 64;
 
 // Compact JSON, invalid UTF-8 replaced by U+FFFD. Never throws on content.
 std::string dump_text(const nlohmann::json& value);
+// dump_text(value) appended to `out`, without a string of its own in between (the upstream
+// body is written this way, one top-level member at a time).
+void append_dump_text(std::string& out, const nlohmann::json& value);
 
 // True when `text` nests arrays/objects deeper than `max_depth` (strings are skipped, so
 // brackets inside them do not count). Linear, no allocation; malformed JSON is the parser's job.

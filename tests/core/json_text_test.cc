@@ -64,6 +64,15 @@ TEST(JsonText, DumpTextNeverThrowsOnOutsideBytes) {
   EXPECT_TRUE(nlohmann::json::accept(text));
 }
 
+TEST(JsonText, AppendDumpTextAppendsWhatDumpTextReturns) {
+  const nlohmann::json value = {{"text", std::string("ok \x80\xff")}, {"n", 1.5}, {"list", {1, "two", nullptr}}};
+  std::string out = "{\"x\":";
+  EXPECT_NO_THROW(append_dump_text(out, value));
+  EXPECT_EQ(out, "{\"x\":" + dump_text(value));
+  out += '}';
+  EXPECT_TRUE(nlohmann::json::accept(out)) << out;
+}
+
 }  // namespace
 }  // namespace hengshi
 
