@@ -13,20 +13,11 @@
 #include "edge/intent_dataset.h"
 #include "edge/intent_trainer.h"
 #include "edge/model_manifest.h"
-#include "edge/text_normalizer.h"
 
 namespace hengshi::edge {
 namespace {
 
 constexpr int kMaxFolds = 20;
-
-Result<nlohmann::json> read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"model_invalid", path.string() + ": cannot open"};
-  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return Error{"model_invalid", path.string() + ": not valid JSON"};
-  return json;
-}
 
 // A file the manifest names by path and hash must still be what the model was trained on:
 // otherwise the folds would calibrate another recipe than the one served.
@@ -52,8 +43,7 @@ Status check_unchanged(const nlohmann::json& training, const char* file_field, c
 }
 
 // The manifest's recipe, without the search: every fold trains exactly the served parameters.
-Result<TrainOptions> recipe_of(const std::filesystem::path& model_dir, const ModelManifest& manifest,
-                               const IntentEngine& engine) {
+Result<TrainOptions> recipe_of(const ModelManifest& manifest, const IntentEngine& engine) {
   const nlohmann::json& training = manifest.training;
   if (Status s = check_unchanged(training, "data_file", "data_xxh64", "the training data"); !s) return s.error();
   TrainOptions options;
@@ -85,11 +75,7 @@ Result<TrainOptions> recipe_of(const std::filesystem::path& model_dir, const Mod
     options.quantize_params.dsub = q.value("dsub", options.quantize_params.dsub);
     options.quantize_params.qnorm = q.value("qnorm", options.quantize_params.qnorm);
   }
-  auto normalizer_json = read_json(model_dir / "normalizer.json");
-  if (!normalizer_json) return normalizer_json.error();
-  auto normalizer = NormalizerSettings::from_json(*normalizer_json, (model_dir / "normalizer.json").string());
-  if (!normalizer) return normalizer.error();
-  options.normalizer = *normalizer;
+  options.normalizer = engine.normalizer().settings();
   options.oos_score = engine.oos_scorer() != nullptr;
   if (engine.oos_scorer() != nullptr) options.assumed_oos_share = engine.oos_scorer()->assumed_oos_share();
   return options;
@@ -128,13 +114,16 @@ Status write_rows(const std::filesystem::path& path, const std::vector<IntentExa
   return Ok{};
 }
 
-Status write_answers(const std::filesystem::path& path, const nlohmann::json& answers) {
+// The served model's FAQ, as `hengshi train --answers` reads it.
+Status write_answers(const std::filesystem::path& path, const IntentEngine& engine) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Error{"io_error", path.string() + ": cannot write"};
-  for (const auto& [intent, answer] : answers.items()) {
-    if (!answer.is_string()) continue;
-    out << nlohmann::json{{"intent", intent}, {"answer", answer}}.dump(-1, ' ', false,
-                                                                      nlohmann::json::error_handler_t::replace)
+  const std::vector<std::string>& labels = engine.labels();
+  const std::vector<std::string>& answers = engine.answers();
+  for (std::size_t i = 0; i < labels.size() && i < answers.size(); ++i) {
+    if (answers[i].empty()) continue;
+    out << nlohmann::json{{"intent", labels[i]}, {"answer", answers[i]}}.dump(
+               -1, ' ', false, nlohmann::json::error_handler_t::replace)
         << '\n';
   }
   if (!out.flush()) return Error{"io_error", path.string() + ": write failed"};
@@ -179,7 +168,7 @@ Result<CrossFitReport> cross_fit_predictions(const CrossFitOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   auto engine = IntentEngine::load(options.model_dir);
   if (!engine) return engine.error();
-  auto recipe = recipe_of(options.model_dir, (*engine)->manifest(), **engine);
+  auto recipe = recipe_of((*engine)->manifest(), **engine);
   if (!recipe) return recipe.error();
   auto rows = read_intent_examples(recipe->data_path);
   if (!rows) return rows.error();
@@ -187,8 +176,6 @@ Result<CrossFitReport> cross_fit_predictions(const CrossFitOptions& options) {
     return Error{"invalid_argument", "cross-fit: " + std::to_string(rows->size()) + " training rows for " +
                                          std::to_string(options.folds) + " folds"};
   }
-  auto answers = read_json(options.model_dir / "answers.json");
-  if (!answers) return answers.error();
 
   std::error_code ec;
   const std::filesystem::path base =
@@ -202,7 +189,7 @@ Result<CrossFitReport> cross_fit_predictions(const CrossFitOptions& options) {
     scratch.path = pattern;
   }
   const std::filesystem::path answers_path = scratch.path / "answers.jsonl";
-  if (Status s = write_answers(answers_path, *answers); !s) return s.error();
+  if (Status s = write_answers(answers_path, **engine); !s) return s.error();
 
   CrossFitReport report;
   report.folds = options.folds;

@@ -50,6 +50,8 @@ class IntentEngine {
   const std::string& model_version() const { return manifest_.model_version; }
   const ModelManifest& manifest() const { return manifest_; }
   const std::vector<std::string>& labels() const { return model_->labels(); }
+  // Canned answers by label index (labels()); empty where the intent has none.
+  const std::vector<std::string>& answers() const { return answers_; }
   const TextNormalizer& normalizer() const { return normalizer_; }
   const Calibrator& calibrator() const { return calibrator_; }
   // The out-of-scope score, or null for a directory without oos_score.json.
