@@ -204,13 +204,8 @@ int run(const Options& options) {
         calibrate.target_precision = options.target;
         calibrate.confidence = bounded ? options.confidence : 0.0;
         if (has_oos) calibrate.max_oos_leak = options.max_leak;
-        if (policy == "cross" && has_oos) {
-          // As calibrate --cross-fit does: the share fitted for is the calibration rows' own.
-          const auto oos = std::count_if(calib_rows.begin(), calib_rows.end(), [](const LabelledPrediction& row) {
-            return row.intent_true == hengshi::router::kOutOfScopeIntent;
-          });
-          calibrate.oos_share = static_cast<double>(oos) / static_cast<double>(std::max<std::size_t>(1, calib_rows.size()));
-        }
+        // As calibrate --cross-fit does: the share fitted for is the calibration rows' own.
+        if (policy == "cross" && has_oos) calibrate.oos_share = hengshi::router::own_oos_share(calib_rows);
         auto report = hengshi::router::calibrate_predictions(policy == "cross" ? cross_rows : calib_rows, calibrate);
         if (!report) {
           std::fprintf(stderr, "calibrate: %s\n", report.error().message.c_str());

@@ -364,18 +364,9 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   report.rule = options.rule;
   report.confidence = options.confidence;
   for (auto& row : rows) row.weight = 1;
-  std::size_t data_oos_rows = 0;
-  for (const LabelledPrediction& row : rows) {
-    if (row.synthetic) {
-      ++report.synthetic_oos_rows;
-    } else if (row.intent_true == kOutOfScopeIntent) {
-      ++data_oos_rows;
-    }
-  }
-  // The data's own share (every weight is 1 here), stand-ins apart.
-  const std::size_t data_rows = rows.size() - report.synthetic_oos_rows;
-  report.data_oos_share =
-      data_rows == 0 ? 0 : static_cast<double>(data_oos_rows) / static_cast<double>(data_rows);
+  report.synthetic_oos_rows = static_cast<std::size_t>(
+      std::count_if(rows.begin(), rows.end(), [](const LabelledPrediction& row) { return row.synthetic; }));
+  report.data_oos_share = own_oos_share(rows);  // every weight is 1 here
   report.oos_share = options.oos_share.value_or(report.data_oos_share);
   if (options.oos_share) {
     if (Status status = reweight_to_oos_share(rows, *options.oos_share); !status) {
@@ -500,6 +491,17 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   return report;
 }
 
+double own_oos_share(const std::vector<LabelledPrediction>& rows) {
+  std::size_t data_rows = 0;
+  std::size_t oos_rows = 0;
+  for (const LabelledPrediction& row : rows) {
+    if (row.synthetic) continue;
+    ++data_rows;
+    if (row.intent_true == kOutOfScopeIntent) ++oos_rows;
+  }
+  return data_rows == 0 ? 0 : static_cast<double>(oos_rows) / static_cast<double>(data_rows);
+}
+
 LabelledPrediction labelled_prediction(const edge::IntentPrediction& prediction, std::string task_type,
                                        std::string intent_true) {
   LabelledPrediction labelled;
@@ -540,10 +542,7 @@ Result<CalibrateReport> calibrate_thresholds(const edge::IntentEngine& engine,
   if (cross_fit_rows > 0 && !options.oos_share && !predictions.empty()) {
     // The training rows' mix is the FAQ's, not the traffic's: unless told, the share to fit for
     // stays the held-out rows' own (diluted by in-scope training rows it would admit more leak).
-    const auto held_out_oos = std::count_if(predictions.begin(), predictions.end(), [](const LabelledPrediction& row) {
-      return row.intent_true == kOutOfScopeIntent;
-    });
-    fit_options.oos_share = static_cast<double>(held_out_oos) / static_cast<double>(predictions.size());
+    fit_options.oos_share = own_oos_share(predictions);
   }
   std::move(out_of_fold.begin(), out_of_fold.end(), std::back_inserter(predictions));
   if (predictions.empty()) {

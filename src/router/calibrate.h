@@ -152,6 +152,10 @@ struct CalibrateReport {
 // default_task_type, oos_share not in [0, 1) or set > 0 with no out-of-scope rows, real or
 // synthetic),
 // "data_invalid" (no usable rows).
+// The out-of-scope share of the rows themselves: __oos__ rows among those that are not the
+// model's stand-ins (0 without any). The share a fit is for when none is given.
+double own_oos_share(const std::vector<LabelledPrediction>& rows);
+
 // One calibration row as the fit reads it: the engine's prediction of a row whose truth is known.
 LabelledPrediction labelled_prediction(const edge::IntentPrediction& prediction, std::string task_type,
                                        std::string intent_true);
