@@ -4,11 +4,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { binDir, startListening, stopAll } from './processes.mjs';
+import { binDir, startListening, stopAll, tempDir } from './processes.mjs';
 
 const keys = {
   good: 'sk-sdk-good-1f2e3d4c5b6a',
@@ -25,7 +24,7 @@ const ask = (client, model = 'cloud-small') =>
 before(async () => {
   const simUrl = await startListening(join(binDir, 'tools/sim/hengshi-sim'),
     ['--listen', '127.0.0.1:0', '--name', 'sdk-auth-sim', '--seed', '11']);
-  const dir = mkdtempSync(join(tmpdir(), 'hengshi-sdk-auth-'));
+  const dir = tempDir('hengshi-sdk-auth-');
   const keysFile = join(dir, 'keys.yaml');
   writeFileSync(keysFile, [
     'keys:',
@@ -47,9 +46,7 @@ before(async () => {
   gatewayUrl = await startListening(join(binDir, 'src/cli/hengshi'), ['serve', '--config', config]);
 });
 
-after(() => {
-  stopAll();
-});
+after(() => stopAll());
 
 test('a good key works and the answer names the key, not the key itself', async () => {
   const completion = await ask(clientFor(keys.good));

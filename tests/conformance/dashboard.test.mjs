@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { binDir, startGateway, startListening, stopAll } from './processes.mjs';
+import { binDir, startGateway, startListening, stopAll, tempDir } from './processes.mjs';
 
 const chromiumPath = '/usr/bin/chromium';
 let gateway;
@@ -27,7 +27,7 @@ const until = (page, predicate, arg) => page.waitForFunction(predicate, arg, { t
 before(async () => {
   const simUrl = await startListening(join(binDir, 'tools/sim/hengshi-sim'),
     ['--listen', '127.0.0.1:0', '--name', 'dashboard-sim', '--seed', '5']);
-  const dir = mkdtempSync(join(tmpdir(), 'hengshi-dashboard-'));
+  const dir = tempDir('hengshi-dashboard-');
   const config = join(dir, 'gateway.yaml');
   writeFileSync(config, [
     'server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0", threads: 1}',
@@ -51,7 +51,7 @@ before(async () => {
 
 after(async () => {
   if (context) await context.close();
-  stopAll();
+  await stopAll();
   if (profile) rmSync(profile, { recursive: true, force: true });
 });
 

@@ -6,11 +6,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { binDir, startListening, stopAll } from './processes.mjs';
+import { binDir, startListening, stopAll, tempDir } from './processes.mjs';
 
 const hengshi = join(binDir, 'src/cli/hengshi');
 const source = new URL('../../', import.meta.url).pathname;
@@ -21,7 +20,7 @@ const faq = [];  // {question, answer}
 const shared = (text, expected) => new Set([...expected].filter((c) => c >= '\u4e00' && text.includes(c))).size;
 
 before(async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'hengshi-sdk-finetune-'));
+  const dir = tempDir('hengshi-sdk-finetune-');
   // Three intents, two questions each (the second takes its intent's answer).
   const taken = new Map();
   const rows = [];
@@ -65,9 +64,7 @@ before(async () => {
   client = new OpenAI({ baseURL: url + '/v1', apiKey: 'unused', maxRetries: 0 });
 });
 
-after(() => {
-  stopAll();
-});
+after(() => stopAll());
 
 const ask = (question, taskType, stream = false) => client.chat.completions.create({
   model: 'edge-llm',

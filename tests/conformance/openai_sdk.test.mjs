@@ -3,12 +3,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
-import { binDir, startListening, stopAll } from './processes.mjs';
+import { binDir, startListening, stopAll, tempDir } from './processes.mjs';
 
 const sourceDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -17,7 +16,7 @@ let client;
 before(async () => {
   const simUrl = await startListening(join(binDir, 'tools/sim/hengshi-sim'),
     ['--listen', '127.0.0.1:0', '--name', 'sdk-sim', '--seed', '7']);
-  const dir = mkdtempSync(join(tmpdir(), 'hengshi-sdk-'));
+  const dir = tempDir('hengshi-sdk-');
   // The shipped demo FAQ, trained by the real CLI, so the SDK also meets edge answers.
   const trained = spawnSync(join(binDir, 'src/cli/hengshi'),
     ['train', '--data', join(sourceDir, 'data/demo_faq.jsonl'), '--out', join(dir, 'model'), '--search-budget', '0'],
@@ -37,9 +36,7 @@ before(async () => {
   client = new OpenAI({ baseURL: gatewayUrl + '/v1', apiKey: 'not-needed-by-the-gateway', maxRetries: 0 });
 });
 
-after(() => {
-  stopAll();
-});
+after(() => stopAll());
 
 test('chat.completions.create without stream returns the answer and hengshi metadata', async () => {
   const completion = await client.chat.completions.create({

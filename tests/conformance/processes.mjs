@@ -1,12 +1,23 @@
 // The real processes a conformance test talks to: hengshi and hengshi-sim started from the build
 // folder (HENGSHI_BIN_DIR), each resolved once it prints "listening on http://...", all stopped
-// by stopAll().
+// by stopAll(), which also removes the folders made with tempDir().
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 export const binDir = process.env.HENGSHI_BIN_DIR;
 if (!binDir) throw new Error('HENGSHI_BIN_DIR must point at the build folder');
 
 const children = [];
+const dirs = [];
+
+// A fresh folder under the system's temp folder (configs, keys, logs), removed by stopAll().
+export function tempDir(prefix) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
 
 // Starts a binary and resolves with its base URL once it prints "listening on http://...".
 export function startListening(path, args) {
@@ -51,6 +62,13 @@ export function startGateway(path, args) {
   });
 }
 
-export function stopAll() {
-  for (const child of children) child.kill('SIGTERM');
+// Stops every child, waits for each to exit (so none still writes into a temp folder), then
+// removes the temp folders.
+export async function stopAll() {
+  await Promise.all(children.splice(0).map((child) => new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', resolve);
+    child.kill('SIGTERM');
+  })));
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 }

@@ -2,10 +2,10 @@
 // `hengshi train --word-vectors` reads. A small file in the package's layout (words most frequent
 // first; each vector followed by its l2 norm and index) goes through the script and then through
 // `hengshi train`, whose model takes the file's width.
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { binDir } from './processes.mjs';
@@ -13,6 +13,7 @@ import { binDir } from './processes.mjs';
 const source = new URL('../../', import.meta.url).pathname;
 const script = join(source, 'scripts/word-vectors-from-wink.mjs');
 const dir = mkdtempSync(join(tmpdir(), 'hengshi-word-vectors-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
 const width = 4;
 const words = ['order', 'refund', 'password', 'two words', 'hours', 'parcel'];
 const pack = {

@@ -3,8 +3,10 @@
 // on one reaches both, a key's rpm holds across both, and killing Redis fails no request.
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -33,17 +35,25 @@ class GatewayRedisTest : public ::testing::Test {
                               << "  - {name: limited, sha256: " << hash_key(kLimited) << ", rpm: 4}\n";
     for (auto* gateway : {&a_, &b_}) *gateway = start_gateway();
   }
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    for (const std::string& path : files_) std::remove(path.c_str());
+    std::remove(keys_path_.c_str());
+  }
 
   static std::string hash_key(const std::string& secret) {
     const std::string input = temp_path("key.txt");
     std::ofstream(input) << secret;
     auto hashed = ChildProcess::run({binary_path("src/cli/hengshi"), "hash-key"}, std::chrono::seconds(30), input);
+    std::remove(input.c_str());
     EXPECT_EQ(hashed.exit_code, 0) << hashed.output;
     return hashed.stdout_text.substr(hashed.stdout_text.find(": ") + 2, 64);
   }
 
   std::unique_ptr<ChildProcess> start_gateway() {
     const std::string config = temp_path("fleet.yaml");
+    files_.push_back(config);
     const std::string url = sim_->base_url() + "/v1";
     std::ofstream(config) << "server: {listen: \"127.0.0.1:0\", admin_listen: \"127.0.0.1:0\", threads: 2, "
                              "expose_figures: true, auth: on, keys_file: "
@@ -94,6 +104,7 @@ class GatewayRedisTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> a_;
   std::unique_ptr<ChildProcess> b_;
   std::string keys_path_;
+  std::vector<std::string> files_;  // the gateways' configs, removed after the test
 };
 
 TEST_F(GatewayRedisTest, AnAnswerCachedByOneIsAHitOnTheOtherAndAnInvalidationReachesBoth) {
