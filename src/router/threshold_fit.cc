@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string_view>
 
 #include <boost/math/distributions/normal.hpp>
@@ -313,6 +314,38 @@ Status reweight_to_oos_share(std::vector<LabelledPrediction>& rows, double oos_s
   const double in_scope_weight = (1 - oos_share) / (1 - data_share);
   for (auto& row : rows) {
     row.weight = row.intent_true == kOutOfScopeIntent ? oos_weight : in_scope_weight;
+  }
+  return Ok{};
+}
+
+Status reweight_to_intent_prior(std::vector<LabelledPrediction>& rows, const IntentPrior& prior) {
+  for (const auto& [intent, share] : prior) {
+    if (!(share >= 0) || !std::isfinite(share)) {
+      return Error{"invalid_argument", "intent prior: the share of \"" + intent + "\" must be a finite number >= 0"};
+    }
+  }
+  // Each intent's current in-scope weight, and the prior's mass over the intents the rows hold.
+  std::map<std::string, double> weight_of;
+  double in_scope = 0;
+  for (const auto& row : rows) {
+    if (row.intent_true == kOutOfScopeIntent) continue;
+    weight_of[row.intent_true] += row.weight;
+    in_scope += row.weight;
+  }
+  double mass = 0;
+  for (const auto& [intent, weight] : weight_of) {
+    const auto it = prior.find(intent);
+    if (it != prior.end() && weight > 0) mass += it->second;
+  }
+  if (!(mass > 0)) {
+    return Error{"invalid_argument", "intent prior: no in-scope row has an intent the prior gives a share"};
+  }
+  for (auto& row : rows) {
+    if (row.intent_true == kOutOfScopeIntent) continue;
+    const auto it = prior.find(row.intent_true);
+    const double share = it == prior.end() ? 0 : it->second / mass;
+    const double intent_weight = weight_of[row.intent_true];
+    row.weight = intent_weight > 0 ? row.weight * share * in_scope / intent_weight : 0;
   }
   return Ok{};
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,6 +96,19 @@ double oos_share_of(const std::vector<LabelledPrediction>& rows);
 // reset first). Errors ("invalid_argument"): S not in [0, 1); S > 0 when the rows hold no
 // out-of-scope row (nothing to reweight); no in-scope row.
 Status reweight_to_oos_share(std::vector<LabelledPrediction>& rows, double oos_share);
+
+// The in-scope traffic's mix over intents: intent -> share (any non-negative scale; normalised
+// over the intents the rows hold). A few FAQ intents take most of a service's traffic, while
+// calibration rows come a few dozen per intent.
+using IntentPrior = std::map<std::string, double>;
+
+// Label shift within scope: scales each in-scope row's weight so that the in-scope weight splits
+// over the true intents as `prior` says, keeping the in-scope total (out-of-scope rows, and so the
+// out-of-scope share, are unchanged). The errors a popular intent's questions make then count as
+// often as that intent is asked, and a rare one's count less. A row whose intent the prior lacks
+// (or gives 0) weighs 0. Errors ("invalid_argument"): a negative or non-finite share; no in-scope
+// row whose intent has a share > 0.
+Status reweight_to_intent_prior(std::vector<LabelledPrediction>& rows, const IntentPrior& prior);
 
 // high: the LOWEST threshold t, searched over the distinct confidences of answered predictions,
 // such that the answered predictions with confidence >= t have an effective sample size of at

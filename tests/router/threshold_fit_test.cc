@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -256,6 +257,59 @@ TEST(PriorShiftTest, RefusesAShareItCannotReach) {
   std::vector<LabelledPrediction> oos_only;
   add_oos_refused(oos_only, 3);
   EXPECT_FALSE(reweight_to_oos_share(oos_only, 0.5));
+}
+
+TEST(IntentPriorTest, InScopeWeightSplitsOverIntentsAsThePriorSays) {
+  // refund: 100 rows, all right. hours: 100 rows, 20 of them mistaken for refund. All at 0.9.
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, 0.9, 100, 100, "refund");
+  for (int i = 0; i < 80; ++i) rows.push_back(LabelledPrediction{"faq", "hours", "hours", 0.9, false});
+  for (int i = 0; i < 20; ++i) rows.push_back(LabelledPrediction{"faq", "hours", "refund", 0.9, false});
+  add_oos_refused(rows, 10);
+  EXPECT_NEAR(answered_at_or_above(rows, 0.9).precision(), 180.0 / 200, 1e-12);
+
+  // Traffic asks refund three times as often as hours (any scale: the shares are normalised).
+  ASSERT_TRUE(reweight_to_intent_prior(rows, {{"refund", 30}, {"hours", 10}, {"unused", 5}}));
+  double refund = 0, hours = 0, out_of_scope = 0;
+  for (const auto& row : rows) {
+    (row.intent_true == "refund" ? refund : row.intent_true == "hours" ? hours : out_of_scope) += row.weight;
+  }
+  EXPECT_NEAR(refund, 150, 1e-9);  // the in-scope total (200) kept, split 3:1
+  EXPECT_NEAR(hours, 50, 1e-9);
+  EXPECT_NEAR(out_of_scope, 10, 1e-12);  // out-of-scope rows untouched
+  EXPECT_NEAR(oos_share_of(rows), 10.0 / 210, 1e-12);
+  // The refund band's precision is now the traffic's: 150 right against 20 hours rows at 0.5.
+  std::vector<LabelledPrediction> predicted_refund;
+  for (const auto& row : rows) {
+    if (row.intent_predicted == "refund") predicted_refund.push_back(row);
+  }
+  EXPECT_NEAR(answered_at_or_above(predicted_refund, 0.9).precision(), 150.0 / 160, 1e-12);
+  EXPECT_NEAR(answered_at_or_above(rows, 0.9).precision(), (150.0 + 40) / 200, 1e-12);
+
+  // An intent the prior lacks weighs 0; the rest keep the in-scope total.
+  ASSERT_TRUE(reweight_to_intent_prior(rows, {{"refund", 1}}));
+  for (const auto& row : rows) {
+    if (row.intent_true == "hours") {
+      EXPECT_DOUBLE_EQ(row.weight, 0.0);
+    } else if (row.intent_true == "refund") {
+      EXPECT_NEAR(row.weight, 2.0, 1e-12);
+    }
+  }
+}
+
+TEST(IntentPriorTest, RefusesAPriorItCannotUse) {
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, 0.9, 10, 10, "refund");
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    const Status status = reweight_to_intent_prior(rows, {{"refund", 1}, {"hours", bad}});
+    ASSERT_FALSE(status) << bad;
+    EXPECT_EQ(status.error().code, "invalid_argument");
+    EXPECT_TRUE(contains(status.error().message, "\"hours\"")) << status.error().message;
+  }
+  const Status uncovered = reweight_to_intent_prior(rows, {{"hours", 1}, {"refund", 0}});
+  ASSERT_FALSE(uncovered);
+  EXPECT_TRUE(contains(uncovered.error().message, "no in-scope row")) << uncovered.error().message;
+  for (const auto& row : rows) EXPECT_DOUBLE_EQ(row.weight, 1.0);  // refused: nothing changed
 }
 
 }  // namespace
