@@ -9,6 +9,7 @@
 
 #include "edge/cross_fit.h"
 #include "edge/intent_engine.h"
+#include "obs/request_log_reader.h"
 #include "router/calibrate.h"
 #include "router/thresholds.h"
 
@@ -30,6 +31,7 @@ struct CalibrateArgs {
   std::optional<double> max_oos_leak;  // unset: precision only
   double confidence = router::CalibrateOptions{}.confidence;
   int cross_fit = 0;  // folds; 0 = the held-out rows alone
+  std::vector<std::string> traffic_logs;  // request logs whose questions give the intent mix
 };
 
 int fail(const std::string& message) {
@@ -72,6 +74,28 @@ int run_calibrate(const CalibrateArgs& args) {
   options.synthetic_oos = !args.no_synthetic_oos;
   options.max_oos_leak = args.max_oos_leak;
   options.confidence = args.confidence;
+  if (!args.traffic_logs.empty()) {
+    // The mix the bands are for: what this model predicts on the questions production logged.
+    std::vector<obs::LoggedRequest> logged;
+    obs::LogReadStats stats;
+    if (Status read = obs::read_request_log_files(args.traffic_logs, logged, stats); !read) {
+      return fail("--traffic-log: " + read.error().message);
+    }
+    std::vector<std::string> questions;
+    for (const obs::LoggedRequest& request : logged) {
+      if (request.prompt) questions.push_back(*request.prompt);
+    }
+    const router::TrafficPrior traffic = router::traffic_intent_prior(**engine, questions);
+    if (traffic.questions == 0) {
+      return fail("--traffic-log: " + std::to_string(stats.requests) +
+                  " logged requests, none with its question (the gateway logs questions with log.text: true)");
+    }
+    options.intent_prior = traffic.prior;
+    std::fprintf(stderr,
+                 "hengshi calibrate: intent mix from %zu logged questions (%zu predicted in scope, %zu of %zu "
+                 "intents seen)\n",
+                 traffic.questions, traffic.in_scope, traffic.intents_seen, traffic.prior.size());
+  }
   std::vector<router::LabelledPrediction> out_of_fold;
   if (args.cross_fit != 0) {
     edge::CrossFitOptions cross;
@@ -137,6 +161,10 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
                         "K: also fit on the model's own training rows, each predicted by one of K fold "
                         "models trained the same way without it (K trainings; more rows, tighter "
                         "bounds); the training data must be unchanged (default 0 = off)");
+  calibrate->add_option("--traffic-log", args->traffic_logs,
+                        "request log file(s) of recent traffic, written with log.text: true: the in-scope "
+                        "rows are weighted to the intent mix the model predicts on their questions, so "
+                        "the bands hold for the intents people ask most (default: the rows' own mix)");
   calibrate->add_flag("--no-synthetic-oos", args->no_synthetic_oos,
                       "never stand in for missing out-of-scope rows (a share > 0 then needs "
                       "__oos__ rows in the data)");

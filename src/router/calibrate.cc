@@ -205,6 +205,12 @@ void append_policy(std::string& out, const CalibrateReport& report) {
                   "%.3f before)\n",
                   *report.leak_floor, report.leak_before_cap);
   }
+  if (report.intent_prior_intents > 0) {
+    append_format(out,
+                  "  intents: in-scope rows weighted to the traffic's mix over %zu intents (figures "
+                  "above are for that mix)\n",
+                  report.intent_prior_intents);
+  }
   if (report.synthetic_oos_rows > 0) {
     append_format(out,
                   "  out of scope: the data has none, so %zu stand-in rows from the model's "
@@ -241,38 +247,47 @@ std::string_view to_string(ThresholdRule rule) {
 
 PolicyFigures evaluate_policy(const Thresholds& thresholds,
                               const std::vector<LabelledPrediction>& rows,
-                              std::optional<double> oos_share) {
-  std::size_t in_scope = 0, in_scope_answered = 0, in_scope_passes = 0;
-  std::size_t out_of_scope = 0, out_of_scope_answered = 0;
+                              std::optional<double> oos_share, const IntentPrior& intent_prior) {
+  // In-scope rows weigh 1, or their intent's prior share over its row count; sums below are of
+  // those weights (out-of-scope rows always weigh 1).
+  std::vector<LabelledPrediction> weighted(rows);
+  for (auto& row : weighted) row.weight = 1;
+  if (!intent_prior.empty() && !reweight_to_intent_prior(weighted, intent_prior)) {
+    for (auto& row : weighted) row.weight = 1;  // no in-scope row the prior covers: the rows' mix
+  }
+  double in_scope = 0, in_scope_answered = 0, in_scope_passes = 0, in_scope_answered_squares = 0;
+  std::size_t out_of_scope = 0, out_of_scope_answered = 0, all_rows = 0;
   PolicyFigures figures;
-  for (const LabelledPrediction& row : rows) {
+  for (const LabelledPrediction& row : weighted) {
     const bool answered = policy_answers(thresholds, row);
     figures.answered += answered ? 1 : 0;
+    ++all_rows;
     if (row.intent_true == kOutOfScopeIntent) {
       ++out_of_scope;
       out_of_scope_answered += answered ? 1 : 0;
     } else {
-      ++in_scope;
-      in_scope_answered += answered ? 1 : 0;
-      in_scope_passes += answered && is_edge_pass(row) ? 1 : 0;
+      in_scope += row.weight;
+      if (answered) {
+        in_scope_answered += row.weight;
+        in_scope_answered_squares += row.weight * row.weight;
+        in_scope_passes += is_edge_pass(row) ? row.weight : 0;
+      }
     }
   }
-  const auto ratio = [](std::size_t part, std::size_t whole) {
-    return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
-  };
-  const double share = oos_share.value_or(ratio(out_of_scope, rows.size()));
+  const auto ratio = [](double part, double whole) { return whole == 0 ? 0.0 : part / whole; };
+  const double share = oos_share.value_or(ratio(static_cast<double>(out_of_scope), static_cast<double>(all_rows)));
   figures.oos_share = share;
   figures.in_scope_coverage = ratio(in_scope_answered, in_scope);
-  figures.oos_leak = ratio(out_of_scope_answered, out_of_scope);
+  figures.oos_leak = ratio(static_cast<double>(out_of_scope_answered), static_cast<double>(out_of_scope));
   figures.coverage = (1 - share) * figures.in_scope_coverage + share * figures.oos_leak;
   const double passes = (1 - share) * ratio(in_scope_passes, in_scope);
   figures.precision = figures.coverage > 0 ? passes / figures.coverage : 0;
   figures.out_of_scope_rows = out_of_scope;
-  // Each answered row weighs its population's share over its count: Kish's n of those weights.
-  const double w_in = in_scope ? (1 - share) / static_cast<double>(in_scope) : 0;
+  // Each answered row weighs its population's share over its weight: Kish's n of those weights.
+  const double w_in = in_scope > 0 ? (1 - share) / in_scope : 0;
   const double w_out = out_of_scope ? share / static_cast<double>(out_of_scope) : 0;
-  const double sum = w_in * static_cast<double>(in_scope_answered) + w_out * static_cast<double>(out_of_scope_answered);
-  const double squares = w_in * w_in * static_cast<double>(in_scope_answered) +
+  const double sum = w_in * in_scope_answered + w_out * static_cast<double>(out_of_scope_answered);
+  const double squares = w_in * w_in * in_scope_answered_squares +
                          w_out * w_out * static_cast<double>(out_of_scope_answered);
   figures.precision_effective_n = squares > 0 ? sum * sum / squares : 0;
   return figures;
@@ -373,14 +388,27 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
       return status.error();
     }
   }
+  // The traffic's intent mix weighs the evidence of the predicted-intent groups: who is mistaken
+  // for an intent, and how often those people ask. The default and task-type bands stay on the
+  // rows' own mix (the typical intent's band): weighted, a few popular intents would decide them
+  // for every intent, and close the edge for all when one of them is hard.
+  std::vector<LabelledPrediction> intent_rows;
+  if (!options.intent_prior.empty()) {
+    intent_rows = rows;
+    if (Status status = reweight_to_intent_prior(intent_rows, options.intent_prior); !status) {
+      return status.error();
+    }
+    report.intent_prior_intents = options.intent_prior.size();
+  }
+  const std::vector<LabelledPrediction>& intent_evidence = intent_rows.empty() ? rows : intent_rows;
 
   // Groups of row copies: calibration sets are thousands of rows, and copies keep each group a
   // plain vector for fit_band.
   std::map<std::string, std::vector<LabelledPrediction>> by_task_type;
   std::map<std::string, std::vector<LabelledPrediction>> by_intent;
   std::map<std::string, std::map<std::string, std::vector<LabelledPrediction>>> by_task_intent;
-  for (const LabelledPrediction& row : rows) {
-    by_task_type[row.task_type].push_back(row);
+  for (const LabelledPrediction& row : rows) by_task_type[row.task_type].push_back(row);
+  for (const LabelledPrediction& row : intent_evidence) {
     // The edge never answers an out-of-scope prediction, so __oos__ gets no band of its own.
     if (is_answered(row)) {
       by_intent[row.intent_predicted].push_back(row);
@@ -471,6 +499,10 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
   char share[32];
   std::snprintf(share, sizeof share, "%.3f", report.oos_share);
   file.notes["oos_share"] = share;
+  if (report.intent_prior_intents > 0) {
+    file.notes["intent_prior"] = "in-scope rows weighted to the traffic's mix over " +
+                                 std::to_string(report.intent_prior_intents) + " intents";
+  }
 
   if (options.max_oos_leak) {
     if (Status capped = cap_oos_leak(rows, *options.max_oos_leak, options.confidence, report); !capped) {
@@ -482,13 +514,34 @@ Result<CalibrateReport> calibrate_predictions(std::vector<LabelledPrediction> ro
       make_thresholds_version(file, options.now.value_or(std::chrono::system_clock::now()));
   auto thresholds = Thresholds::create(file, "calibrate");
   if (!thresholds) return thresholds.error();
-  report.final_policy = evaluate_policy(*thresholds, rows, report.oos_share);
+  report.final_policy = evaluate_policy(*thresholds, rows, report.oos_share, options.intent_prior);
   if (report.data_oos_share > 0 || report.synthetic_oos_rows > 0) {
     for (double shifted : kShiftShares) {
-      report.shift.push_back(evaluate_policy(*thresholds, rows, shifted));
+      report.shift.push_back(evaluate_policy(*thresholds, rows, shifted, options.intent_prior));
     }
   }
   return report;
+}
+
+TrafficPrior traffic_intent_prior(const edge::IntentEngine& engine, const std::vector<std::string>& questions) {
+  TrafficPrior result;
+  std::map<std::string, std::size_t> predicted;
+  for (const std::string& question : questions) {
+    if (is_blank(question)) continue;
+    ++result.questions;
+    const edge::IntentPrediction prediction = engine.predict(question);
+    if (prediction.intent == kOutOfScopeIntent || prediction.intent.empty()) continue;
+    ++result.in_scope;
+    ++predicted[prediction.intent];
+  }
+  if (result.questions == 0) return result;
+  result.intents_seen = predicted.size();
+  for (const std::string& label : engine.labels()) {
+    if (label == kOutOfScopeIntent) continue;
+    const auto it = predicted.find(label);
+    result.prior[label] = 1.0 + static_cast<double>(it == predicted.end() ? 0 : it->second);
+  }
+  return result;
 }
 
 double own_oos_share(const std::vector<LabelledPrediction>& rows) {

@@ -63,6 +63,12 @@ struct CalibrateOptions {
   // the shrinkage decides on bounds at this level. 0 = the point estimates (95% bounds for the
   // shrinkage): what calibrate did before.
   double confidence = 0.9;
+  // The in-scope traffic's mix over intents (traffic_intent_prior: the engine's predictions on
+  // logged questions). The predicted-intent groups (and task type × intent) are judged on rows
+  // reweighted to it after the out-of-scope share (reweight_to_intent_prior): a rare intent that
+  // popular questions are mistaken for turns stricter. The default and task-type bands keep the
+  // rows' own mix. The final policy's figures are for the traffic's mix. Empty = the rows' mix.
+  IntentPrior intent_prior;
   // Timestamp of the thresholds version; unset = the system clock (set in tests for stable output).
   std::optional<std::chrono::system_clock::time_point> now;
 };
@@ -109,9 +115,12 @@ struct PolicyFigures {
 // to `oos_share` (unset: the rows' own out-of-scope share): with c = in-scope coverage, q = the
 // in-scope rows' pass share, L = leak, S = share, coverage = (1-S)c + S*L and precision =
 // (1-S)q / coverage. Rows without out-of-scope examples have leak 0.
+// With `intent_prior` (non-empty), in-scope rows weigh by their intent's share over its row count
+// (reweight_to_intent_prior), so c and q are the traffic's, and Kish's n counts those weights.
 PolicyFigures evaluate_policy(const Thresholds& thresholds,
                               const std::vector<LabelledPrediction>& rows,
-                              std::optional<double> oos_share = std::nullopt);
+                              std::optional<double> oos_share = std::nullopt,
+                              const IntentPrior& intent_prior = {});
 
 inline constexpr double kShiftShares[] = {0.05, 0.10, 0.20, 0.30};  // the report's shift table
 
@@ -136,6 +145,7 @@ struct CalibrateReport {
   double leak_before_cap = 0;
   std::optional<double> leak_floor;
   double oos_share = 0;        // the share the rows were weighted to (= data_oos_share if unset)
+  std::size_t intent_prior_intents = 0;  // intents of the prior fitted for; 0 = the rows' own mix
   PolicyFigures final_policy;  // the written policy on the rows, at oos_share
   // The same at kShiftShares; empty without out-of-scope rows (real or synthetic).
   std::vector<PolicyFigures> shift;
@@ -155,6 +165,18 @@ struct CalibrateReport {
 // The out-of-scope share of the rows themselves: __oos__ rows among those that are not the
 // model's stand-ins (0 without any). The share a fit is for when none is given.
 double own_oos_share(const std::vector<LabelledPrediction>& rows);
+
+// The intent mix of recent traffic as `engine` sees it: each question's predicted in-scope intent
+// counts once, and every label of the model one more (add-one smoothing, so an intent the sample
+// missed keeps a little weight). Predicted, not true, intents: the model's confusions blur the
+// mix a little toward their targets, which errs on the careful side for the intents confused into.
+struct TrafficPrior {
+  IntentPrior prior;            // label -> count + 1; empty when `questions` is empty
+  std::size_t questions = 0;    // non-blank questions predicted
+  std::size_t in_scope = 0;     // of them, predicted in scope
+  std::size_t intents_seen = 0; // labels predicted at least once
+};
+TrafficPrior traffic_intent_prior(const edge::IntentEngine& engine, const std::vector<std::string>& questions);
 
 // One calibration row as the fit reads it: the engine's prediction of a row whose truth is known.
 LabelledPrediction labelled_prediction(const edge::IntentPrediction& prediction, std::string task_type,

@@ -166,6 +166,50 @@ TEST_F(GatewayOperateTest, ReplayReRunsTheLoggedTrafficThroughACandidateModel) {
   EXPECT_NE(table.stdout_text.find("route mix"), std::string::npos);
 }
 
+// The weekly refit: `calibrate --traffic-log` reads the questions production logged (log.text)
+// and weights the calibration rows to the intent mix the model predicts on them.
+TEST_F(GatewayOperateTest, CalibrateFitsTheIntentMixOfTheLoggedQuestions) {
+  start_middle_band_to_cloud();
+  const std::vector<std::string> asked = {"我要退款", "我要退款", "我要退款", "运费多少", "今天天气怎么样"};
+  for (const std::string& question : asked) {
+    auto reply = chat(user_message("auto", question));
+    ASSERT_EQ(reply.status, 200) << reply.body;
+  }
+  ASSERT_TRUE(wait_until([&] { return request_lines().size() == asked.size(); }));
+  gateway_.reset();  // the log is complete and closed
+
+  const std::string hengshi = binary_path("src/cli/hengshi");
+  const std::string out = temp_path("traffic-thresholds.json");
+  auto fitted = ChildProcess::run({hengshi, "calibrate", "--model", *model_dir_, "--data",
+                                   source_path("data/demo_faq.jsonl"), "--target-precision", "0.95",
+                                   "--traffic-log", log_path_, "--out", out});
+  ASSERT_EQ(fitted.exit_code, 0) << fitted.output;
+  EXPECT_NE(fitted.output.find("intent mix from 5 logged questions"), std::string::npos) << fitted.output;
+  EXPECT_NE(fitted.output.find("in-scope rows weighted to the traffic's mix over"), std::string::npos) << fitted.output;
+  std::ifstream in(out);
+  const json file = json::parse(in, nullptr, false);
+  ASSERT_TRUE(file.is_object()) << out;
+  EXPECT_TRUE(file["notes"].contains("intent_prior")) << file.dump(2);
+  std::remove(out.c_str());
+
+  // A log written without log.text holds no question: refused, and nothing written.
+  const std::string bare = temp_path("traffic-bare.jsonl");
+  {
+    std::ofstream stripped(bare);
+    for (json record : request_lines()) {
+      record.erase("text");
+      stripped << record.dump() << "\n";
+    }
+  }
+  auto refused = ChildProcess::run({hengshi, "calibrate", "--model", *model_dir_, "--data",
+                                    source_path("data/demo_faq.jsonl"), "--target-precision", "0.95",
+                                    "--traffic-log", bare, "--out", out});
+  std::remove(bare.c_str());
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("log.text: true"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 std::vector<json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
   std::vector<json> out;

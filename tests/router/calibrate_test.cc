@@ -233,6 +233,46 @@ TEST_F(CalibrateTest, OutOfFoldRowsAreFittedWithTheHeldOutOnes) {
   EXPECT_LT(diluted->data_oos_share, alone.oos_share);
 }
 
+TEST_F(CalibrateTest, TrafficPriorCountsWhatTheModelPredictsPlusOne) {
+  // Every refund question of the fixture twice, one other question, and blanks (not counted).
+  std::vector<std::string> questions;
+  std::size_t refund_rows = 0;
+  for (const CalibrationRow& row : training_rows()) {
+    if (row.intent != "refund") continue;
+    ++refund_rows;
+    questions.push_back(row.text);
+    questions.push_back(row.text);
+  }
+  ASSERT_GT(refund_rows, 0u);
+  questions.push_back("");
+  questions.push_back("   ");
+  std::map<std::string, std::size_t> predicted;
+  std::size_t in_scope = 0;
+  for (std::size_t i = 0; i < questions.size(); ++i) {
+    if (questions[i].find_first_not_of(' ') == std::string::npos) continue;
+    const edge::IntentPrediction prediction = engine().predict(questions[i]);
+    if (prediction.intent == edge::kOutOfScopeIntent) continue;
+    ++in_scope;
+    ++predicted[prediction.intent];
+  }
+  const TrafficPrior traffic = traffic_intent_prior(engine(), questions);
+  EXPECT_EQ(traffic.questions, 2 * refund_rows);
+  EXPECT_EQ(traffic.in_scope, in_scope);
+  EXPECT_EQ(traffic.intents_seen, predicted.size());
+  EXPECT_GE(predicted["refund"], refund_rows);  // the model knows its own training rows
+  std::size_t labels = 0;
+  for (const std::string& label : engine().labels()) {
+    if (label == edge::kOutOfScopeIntent) continue;
+    ++labels;
+    ASSERT_EQ(traffic.prior.count(label), 1u) << label;
+    const auto it = predicted.find(label);
+    EXPECT_DOUBLE_EQ(traffic.prior.at(label), 1.0 + (it == predicted.end() ? 0.0 : static_cast<double>(it->second)))
+        << label;
+  }
+  EXPECT_EQ(traffic.prior.size(), labels);
+  EXPECT_TRUE(traffic_intent_prior(engine(), {"", " "}).prior.empty());  // nothing asked: no mix
+}
+
 TEST_F(CalibrateTest, SameRowsGiveTheSameFile) {
   const CalibrateReport first = calibrate(mixed_support_rows(), options(0.9));
   const CalibrateReport second = calibrate(mixed_support_rows(), options(0.9));
@@ -727,6 +767,49 @@ TEST(CalibratePredictionsTest, MaxLeakRaisesEveryBandToTheLeastFloorThatKeepsIt)
   EXPECT_TRUE(contains(refused.error().message, "needs out-of-scope rows")) << refused.error().message;
   options.max_oos_leak = 1.5;
   EXPECT_FALSE(calibrate_predictions(rows, options));
+}
+
+TEST(CalibratePredictionsTest, TheTrafficsIntentMixDecidesWhoseErrorsCount) {
+  // "rare" is right on its own 200 rows, but 4 "popular" questions are mistaken for it. With
+  // every intent asked alike that is 200/204, above target; when traffic asks popular 9 times as
+  // often, those 4 weigh 9 times more and rare's band must close.
+  std::vector<LabelledPrediction> rows;
+  add_rows(rows, "faq", "popular", 0.9, 200, 200);
+  add_rows(rows, "faq", "rare", 0.9, 200, 200);
+  for (int i = 0; i < 4; ++i) rows.push_back(LabelledPrediction{"faq", "popular", "rare", 0.9, false});
+  add_oos(rows, "", 0.2, 40);
+
+  const CalibrateReport alike = calibrate_rows(rows, fixed_options());
+  EXPECT_EQ(alike.file.intents.count("rare"), 0u);  // consistent with the default band
+  EXPECT_DOUBLE_EQ(alike.file.default_band.high, 0.9);
+  EXPECT_NEAR(alike.final_policy.precision, 400.0 / 404, 1e-12);
+  EXPECT_EQ(alike.intent_prior_intents, 0u);
+
+  CalibrateOptions options = fixed_options();
+  options.intent_prior = {{"popular", 9}, {"rare", 1}};
+  const CalibrateReport mixed = calibrate_rows(rows, options);
+  EXPECT_EQ(mixed.intent_prior_intents, 2u);
+  ASSERT_EQ(mixed.file.intents.count("rare"), 1u);
+  EXPECT_DOUBLE_EQ(mixed.file.intents.at("rare").high, kEdgeNever);  // nothing above 0.9 to keep
+  const GroupFit* rare = find_group(mixed, "intent", "rare");
+  ASSERT_NE(rare, nullptr);
+  EXPECT_EQ(rare->rule, BandRule::stricter) << rare->reason;
+  EXPECT_DOUBLE_EQ(mixed.file.default_band.high, 0.9);  // popular still answers
+  // The default band rests on the rows' own mix: weighted, it would read 0.982, not 400/404.
+  ASSERT_NE(find_group(mixed, "default", ""), nullptr);
+  EXPECT_NEAR(find_group(mixed, "default", "")->precision_at_high, 400.0 / 404, 1e-12);
+  // By hand, on the traffic's mix: popular's 204 rows carry 0.9 of the in-scope weight, rare's
+  // 200 rows 0.1; the edge answers popular's 200 (all right) and nothing of rare.
+  EXPECT_NEAR(mixed.final_policy.precision, 1.0, 1e-12);
+  EXPECT_NEAR(mixed.final_policy.in_scope_coverage, 0.9 * 200.0 / 204, 1e-12);
+  EXPECT_TRUE(contains(mixed.file.notes.at("intent_prior"), "2 intents")) << mixed.file.notes.at("intent_prior");
+  const std::string table = format_calibrate_report(mixed);
+  EXPECT_TRUE(contains(table, "weighted to the traffic's mix over 2 intents")) << table;
+
+  options.intent_prior = {{"neither", 1}};
+  auto refused = calibrate_predictions(rows, options);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, "invalid_argument");
 }
 
 TEST(CalibratePredictionsTest, OosShareWithoutOutOfScopeRowsIsRefused) {
