@@ -27,6 +27,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -58,6 +59,10 @@ struct Options {
   // "auto" (scripts/fetch-word-vectors: English GloVe from npm, cached) or "none".
   std::string word_vectors = "auto";
   int cross_fit = 5;  // hengshi calibrate --cross-fit K; 0 = the calibration rows alone
+  // Week 2 of an operator's loop: last week's traffic (other draws of the same mix) is logged
+  // under the first thresholds, and `calibrate --traffic-log` refits them for its intent mix; the
+  // table then shows hengshi with both. Off: the first thresholds alone.
+  bool traffic_mix = true;
   std::size_t requests = 1500;
   double rate = 40.0;  // requests per second, Poisson arrivals
   double target_precision = 0.99;
@@ -148,6 +153,9 @@ struct Summary {
     return model ? static_cast<double>(right_cloud_counted) / static_cast<double>(model) : NAN;
   }
   std::map<std::string, std::size_t> routes, levels;
+  // Wrong edge and cache answers by the question asked (its label, and the answer given): under
+  // Zipf a few popular questions repeat, so one wrong question can be many wrong answers.
+  std::map<std::tuple<std::string, std::string, std::string>, std::size_t> wrong_questions;
   double p50 = 0, p95 = 0, p99 = 0, ttft_p50 = 0, ttft_p95 = 0;
   double cost = 0;
   double accuracy() const { return model ? static_cast<double>(right) / static_cast<double>(model) : NAN; }
@@ -235,7 +243,10 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
       }
       if (!o.content.empty()) origin_of.emplace(o.content, Origin{r.kind, r.label, r.text, right || cloud});
     }
-    if (!right && !(cloud && r.kind == Kind::hard)) ++by_kind.wrong[route + (o.cache == "semantic" ? " (semantic)" : "")];
+    if (!right && !(cloud && r.kind == Kind::hard)) {
+      ++by_kind.wrong[route + (o.cache == "semantic" ? " (semantic)" : "")];
+      ++s.wrong_questions[{r.text, r.label, o.content}];
+    }
     if (right) {
       ++s.right;
       ++by_kind.right;
@@ -343,17 +354,28 @@ int run(const Options& options) {
     }
   }
   std::printf("edge model word vectors: %s\n", word_vectors.empty() ? "none (random start)" : word_vectors.c_str());
+  // Week 1's thresholds, and the ones the hengshi row runs with (the same file without --traffic-mix).
+  const std::string first_thresholds = work + (options.traffic_mix ? "/thresholds-week1.json" : "/thresholds.json");
+  auto calibrate = [&](const std::string& out, const std::string& traffic_log) {
+    std::vector<std::string> argv = {hengshi, "calibrate", "--model", work + "/model", "--data", work + "/calib.jsonl",
+                                     "--target-precision", precision, "--oos-share", "0.3", "--cross-fit",
+                                     std::to_string(options.cross_fit), "--out", out};
+    std::string what = options.cross_fit > 0 ? "calibrated the thresholds (the calibration rows, and the training rows out of fold"
+                                             : "calibrated the thresholds (the calibration rows";
+    if (!traffic_log.empty()) {
+      argv.insert(argv.end(), {"--traffic-log", traffic_log});
+      what += "; weighted to the intent mix of last week's logged questions";
+    }
+    what += ")";
+    return step(argv, what.c_str());
+  };
   std::vector<std::string> train_argv = {hengshi, "train", "--data", work + "/train.jsonl", "--answers",
                                          work + "/answers.jsonl", "--out", work + "/model", "--seed",
                                          std::to_string(options.seed)};
   if (!word_vectors.empty()) train_argv.insert(train_argv.end(), {"--word-vectors", word_vectors});
   if (!step(train_argv,
             "trained the edge intent model (banking77, 85% of train, the default 30 s search)") ||
-      !step({hengshi, "calibrate", "--model", work + "/model", "--data", work + "/calib.jsonl", "--target-precision",
-             precision, "--oos-share", "0.3", "--cross-fit", std::to_string(options.cross_fit), "--out",
-             work + "/thresholds.json"},
-            options.cross_fit > 0 ? "calibrated the thresholds (the calibration rows, and the training rows out of fold)"
-                                  : "calibrated the thresholds (the calibration rows)") ||
+      !calibrate(first_thresholds, "") ||
       !step({hengshi, "train-complexity", "--data", work + "/complexity.jsonl", "--out", work + "/complexity"},
             "trained the complexity model (3,000 MMLU rows, 3,000 service questions)")) {
     return 2;
@@ -372,8 +394,7 @@ int run(const Options& options) {
   std::discrete_distribution<int> pick_kind(options.mix.begin(), options.mix.end());
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::exponential_distribution<double> gap(options.rate);
-  std::vector<Request> traffic;
-  std::vector<Planned> schedule;
+  auto make_traffic = [&](std::vector<Request>& traffic, std::vector<Planned>& schedule) {
   double t = 0.0;
   for (std::size_t i = 0; i < options.requests; ++i) {
     Request r;
@@ -406,6 +427,15 @@ int run(const Options& options) {
     schedule.push_back(std::move(planned));
     traffic.push_back(std::move(r));
   }
+  };
+  std::vector<Request> traffic;
+  std::vector<Planned> schedule;
+  make_traffic(traffic, schedule);
+  // Last week: the same mix, other draws (made after this week's, so this week's traffic is the
+  // same with or without it).
+  std::vector<Request> last_week_traffic;
+  std::vector<Planned> last_week;
+  if (options.traffic_mix) make_traffic(last_week_traffic, last_week);
   std::map<std::string, std::size_t> mix;
   for (const auto& r : traffic) ++mix[kind_name(r.kind)];
   std::printf("traffic: %zu requests at %.0f/s (Poisson), 20%% streamed:", traffic.size(), options.rate);
@@ -430,13 +460,16 @@ int run(const Options& options) {
               "cloud-large 650 / 920 ms, TTFT 450 / 700 ms, %.2f/%.2f per 1k\n",
               kSmallIn, kSmallOut, kLargeIn, kLargeOut);
 
-  auto gateway_config = [&](const std::string& name, bool edge, bool cache) {
+  // `thresholds`: the edge's thresholds file ("" = no edge); `log`: a request log with questions.
+  auto gateway_config = [&](const std::string& name, const std::string& thresholds, bool cache,
+                            const std::string& log = "") {
+    const bool edge = !thresholds.empty();
     const std::string path = work + "/" + name + ".yaml";
     std::ofstream out(path);
     out << "server: {listen: 127.0.0.1:0, threads: 2, default_deadline_ms: " << options.deadline_ms << "}\n"
-        << "log: {requests: \"\"}\n"
+        << "log: {requests: \"" << log << "\"" << (log.empty() ? "" : ", text: true") << "}\n"
         << "routing: {complexity_model: " << work << "/complexity"
-        << (edge ? ", thresholds_file: " + work + "/thresholds.json" : std::string()) << "}\n"
+        << (edge ? ", thresholds_file: " + thresholds : std::string()) << "}\n"
         << "cache: {enabled: " << (cache ? "true" : "false") << "}\n"
         << "pools:\n"
         << "  cloud-small: {members: [{name: s1, base_url: \"" << small->base_url() << "/v1\", model: sim-small, "
@@ -456,12 +489,35 @@ int run(const Options& options) {
     std::printf("ran %-16s in %.1f s\n", name.c_str(), std::chrono::duration<double>(Clock::now() - started).count());
     std::fflush(stdout);
   };
-  hengshi::Progress progress("bench_e2e: configurations", 4);
+  if (options.traffic_mix) {
+    // Week 1 in production: last week's traffic, logged with its questions, then the refit.
+    const std::string log = work + "/last-week.jsonl";
+    fs::remove(log);
+    {
+      auto gateway = start({hengshi, "serve", "--config", gateway_config("last-week", first_thresholds, true, log)}, 2);
+      Target target{"last-week", gateway->port(), "auto", {}};
+      const auto started = Clock::now() + Millis(200);
+      hengshi::bench::run_load(last_week, {&target}, started, options.deadline_ms, Millis(options.deadline_ms + 5000));
+      std::printf("ran last week's traffic (%zu requests, week 1 thresholds, logged) in %.1f s\n", last_week.size(),
+                  std::chrono::duration<double>(Clock::now() - started).count());
+    }
+    hengshi::bench::track_child(2, 0);
+    if (!calibrate(work + "/thresholds.json", log)) return 2;
+  }
+  const std::string thresholds = work + "/thresholds.json";
+  std::vector<std::tuple<std::string, std::string, bool>> gateways = {{"complexity-only", "", false},
+                                                                      {"cloud+cache", "", true}};
+  if (options.traffic_mix) gateways.emplace_back("hengshi (week 1)", first_thresholds, true);
+  gateways.emplace_back("hengshi", thresholds, true);
+  hengshi::Progress progress("bench_e2e: configurations", 1 + gateways.size());
   run_target("all-cloud-large", large->port(), "sim-large", true);
   progress.advance();
-  for (const auto& [name, edge, cache] : {std::tuple{"complexity-only", false, false},
-                                          std::tuple{"cloud+cache", false, true}, std::tuple{"hengshi", true, true}}) {
-    auto gateway = start({hengshi, "serve", "--config", gateway_config(name, edge, cache)}, 2);
+  for (const auto& [name, thresholds_file, cache] : gateways) {
+    std::string file_name = name;
+    std::replace(file_name.begin(), file_name.end(), ' ', '-');
+    file_name.erase(std::remove_if(file_name.begin(), file_name.end(), [](char c) { return c == '(' || c == ')'; }),
+                    file_name.end());
+    auto gateway = start({hengshi, "serve", "--config", gateway_config(file_name, thresholds_file, cache)}, 2);
     run_target(name, gateway->port(), "auto", false);
     progress.advance();
     gateway.reset();
@@ -502,6 +558,22 @@ int run(const Options& options) {
     }
   }
   const Summary& h = results.back();
+  {
+    std::vector<std::pair<std::size_t, std::tuple<std::string, std::string, std::string>>> by_count;
+    std::size_t wrong = 0;
+    for (const auto& [question, n] : h.wrong_questions) {
+      by_count.emplace_back(n, question);
+      wrong += n;
+    }
+    std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::printf("\nhengshi's wrong edge and cache answers: %zu, on %zu distinct questions (most repeated first):\n",
+                wrong, by_count.size());
+    for (std::size_t i = 0; i < by_count.size() && i < 8; ++i) {
+      const auto& [text, label, answer] = by_count[i].second;
+      std::printf("  %3zu x  %-60.60s  label %s, answered \"%.50s\"\n", by_count[i].first, text.c_str(), label.c_str(),
+                  answer.c_str());
+    }
+  }
   std::printf("\nlevels (hengshi):");
   for (const auto& [level, n] : h.levels) std::printf(" %s %.1f%%", level.c_str(), 100.0 * n / h.requests);
   std::printf("; errors %zu, degraded (canned, hand-off, safe reply) %zu\n", h.errors, h.degraded);
@@ -556,6 +628,9 @@ int main(int argc, char** argv) {
   app.add_option("--cross-fit", options.cross_fit,
                  "hengshi calibrate --cross-fit K: also fit on the training rows out of fold (0 = off)")
       ->check(CLI::Range(0, 20));
+  app.add_option("--traffic-mix", options.traffic_mix,
+                 "on: log last week's traffic under the first thresholds and refit them for its intent mix "
+                 "(calibrate --traffic-log); off: the first thresholds alone (default on)");
   app.add_option("--requests", options.requests, "requests per configuration")->check(CLI::Range(50, 100000));
   app.add_option("--rate", options.rate, "requests per second (open loop)")->check(CLI::Range(1.0, 2000.0));
   app.add_option("--target-precision", options.target_precision, "hengshi calibrate --target-precision");
@@ -569,9 +644,9 @@ int main(int argc, char** argv) {
     const fs::path self = fs::canonical("/proc/self/exe", ec);  // <build>/bench/bench_e2e
     options.build_dir = ec ? "build" : self.parent_path().parent_path().string();
   }
-  // Watchdog: training, four runs of the traffic at its rate, and a generous margin.
+  // Watchdog: training and two calibrations, up to six runs of the traffic at its rate, and a margin.
   hengshi::bench::kill_children_on_exit(
-      "bench_e2e", static_cast<unsigned>(1800 + 4 * (static_cast<double>(options.requests) / options.rate + 30)));
+      "bench_e2e", static_cast<unsigned>(2400 + 6 * (static_cast<double>(options.requests) / options.rate + 30)));
   try {
     return run(options);
   } catch (const std::exception& error) {
