@@ -569,7 +569,8 @@ int run(const Options& options) {
     std::printf("\nhengshi's wrong edge and cache answers: %zu, on %zu distinct questions (most repeated first):\n",
                 wrong, by_count.size());
     for (std::size_t i = 0; i < by_count.size() && i < 8; ++i) {
-      const auto& [text, label, answer] = by_count[i].second;
+      auto [text, label, answer] = by_count[i].second;
+      for (std::string* field : {&text, &answer}) std::replace(field->begin(), field->end(), '\n', ' ');  // one line each
       std::printf("  %3zu x  %-60.60s  label %s, answered \"%.50s\"\n", by_count[i].first, text.c_str(), label.c_str(),
                   answer.c_str());
     }
