@@ -22,6 +22,7 @@
 #include "cloud/sse_parser.h"
 #include "cloud/tls_context.h"
 #include "core/json_text.h"
+#include "core/lazy_deadline.h"
 
 namespace hengshi::cloud {
 
@@ -145,10 +146,16 @@ struct UpstreamClient::Connection {
     // reply or a burst of stream events would take a recv per 512 bytes, one event each.
     buffer.reserve(kStreamReadBytes);
   }
-  beast::tcp_stream& lowest() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+  tcp::socket& lowest() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+  void close() {
+    beast::error_code ec;
+    lowest().close(ec);
+  }
 
-  std::optional<beast::tcp_stream> plain;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
+  // Plain sockets, not beast::tcp_stream: the call's time limits are one LazyDeadline per call
+  // (UpstreamCall::arm), not a timer armed and cancelled around every read and write.
+  std::optional<tcp::socket> plain;
+  std::optional<beast::ssl_stream<tcp::socket>> secure;
   beast::flat_buffer buffer;           // bytes read from the socket, not yet parsed
   std::string head;                    // request head being sent
   std::unique_ptr<char[]> read_chunk;  // stream body bytes, allocated on first stream
@@ -164,8 +171,13 @@ class UpstreamCall {
  public:
   using Connection = UpstreamClient::Connection;
 
-  UpstreamCall(UpstreamClient& client, Deadline deadline, CancelToken& cancel)
-      : client_(client), cancel_(cancel), reservation_(client.budget_.get()), start_(Clock::now()) {
+  UpstreamCall(UpstreamClient& client, asio::any_io_executor executor, Deadline deadline,
+               CancelToken& cancel)
+      : client_(client),
+        executor_(std::move(executor)),
+        cancel_(cancel),
+        reservation_(client.budget_.get()),
+        start_(Clock::now()) {
     const auto& config = client.config_;
     admitted_ = client.outstanding_.fetch_add(1, std::memory_order_relaxed) <
                 std::max(1, config.max_concurrent);
@@ -246,7 +258,7 @@ class UpstreamCall {
   template <class Stream>
   awaitable<bool> probe_exchange(Stream& stream, Connection& connection) {
     beast::error_code ec;
-    arm(connection, ttft_at_, ttft_kind_);
+    arm(ttft_at_, ttft_kind_);
     co_await asio::async_write(stream, asio::buffer(client_.probe_head_),
                                asio::redirect_error(use_awaitable, ec));
     if (ec) co_return false;
@@ -313,12 +325,18 @@ class UpstreamCall {
   void abort() {
     aborted_ = true;
     if (resolver_ != nullptr) resolver_->cancel();
-    if (active_ != nullptr) active_->lowest().close();
+    if (active_ != nullptr) active_->close();
   }
 
-  // Sets the limit for the next operations on the connection and what hitting it means.
-  void arm(Connection& connection, Clock::time_point at, UpstreamErrorKind kind) {
-    connection.lowest().expires_at(at);
+  // Sets the limit for the next operations on the connection and what hitting it means. At the
+  // limit the connection is closed (not marked aborted: io_failure() reports the limit).
+  void arm(Clock::time_point at, UpstreamErrorKind kind) {
+    if (!limit_) {
+      limit_.emplace(executor_, LazyDeadline::kNoPeriod, [this] {
+        if (active_ != nullptr) active_->close();
+      });
+    }
+    limit_->expires_at(at);
     expiry_at_ = at;
     expiry_kind_ = kind;
   }
@@ -427,7 +445,7 @@ class UpstreamCall {
 
   void settle(std::unique_ptr<Connection> connection) {
     active_ = nullptr;
-    if (connection->reusable && !aborted_ && connection->lowest().socket().is_open()) {
+    if (connection->reusable && !aborted_ && connection->lowest().is_open()) {
       client_.release(std::move(connection));
     }
   }
@@ -459,7 +477,7 @@ class UpstreamCall {
       connect_at = ttft_at_;
       connect_kind = ttft_kind_;
     }
-    arm(*connection, connect_at, connect_kind);
+    arm(connect_at, connect_kind);
     const Url& url = client_.url_;
     beast::error_code ec;
     if (client_.host_is_ip_) {
@@ -471,14 +489,14 @@ class UpstreamCall {
         co_return io_failure(ec, UpstreamErrorKind::connect_failed,
                              ("resolving " + url.host).c_str());
       }
-      co_await connection->lowest().async_connect(endpoints,
-                                                  asio::redirect_error(use_awaitable, ec));
+      co_await asio::async_connect(connection->lowest(), endpoints,
+                                   asio::redirect_error(use_awaitable, ec));
     }
     if (ec) {
       co_return io_failure(ec, UpstreamErrorKind::connect_failed,
                            ("connecting to " + url.host + ":" + url.port).c_str());
     }
-    connection->lowest().socket().set_option(tcp::no_delay(true), ec);
+    connection->lowest().set_option(tcp::no_delay(true), ec);
     if (connection->secure) {
       SSL* ssl = connection->secure->native_handle();
       if (!client_.host_is_ip_) SSL_set_tlsext_host_name(ssl, url.host.c_str());
@@ -504,7 +522,7 @@ class UpstreamCall {
   // One non-blocking peek: an idle connection the server has closed reads EOF. A closure that
   // races this check is still caught by the stale-connection retry.
   static bool still_open(Connection& connection) {
-    auto& socket = connection.lowest().socket();
+    auto& socket = connection.lowest();
     if (!socket.is_open()) return false;
     char byte = 0;
     ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -553,7 +571,7 @@ class UpstreamCall {
                                                                 Connection& connection,
                                                                 bool& retry_fresh) {
     beast::error_code ec;
-    arm(connection, ttft_at_, ttft_kind_);
+    arm(ttft_at_, ttft_kind_);
     co_await send_request(stream, connection, ec);
     if (ec) {
       retry_fresh = stale(connection, ec, false);
@@ -568,7 +586,7 @@ class UpstreamCall {
       retry_fresh = stale(connection, ec, parser.got_some());
       co_return read_failure(ec, "waiting for the response");
     }
-    arm(connection, total_at_, UpstreamErrorKind::total_timeout);
+    arm(total_at_, UpstreamErrorKind::total_timeout);
     auto failed = co_await read_body(stream, connection, parser);
     if (failed) co_return std::move(*failed);
     connection.reusable = parser.keep_alive() && connection.buffer.size() == 0;
@@ -596,7 +614,7 @@ class UpstreamCall {
                                                                Connection& connection,
                                                                ChunkSink& sink, bool& retry_fresh) {
     beast::error_code ec;
-    arm(connection, ttft_at_, ttft_kind_);
+    arm(ttft_at_, ttft_kind_);
     co_await send_request(stream, connection, ec);
     if (ec) {
       retry_fresh = stale(connection, ec, false);
@@ -617,7 +635,7 @@ class UpstreamCall {
     if (status < 200 || status >= 300) {
       // Read the error body whole; the parser takes over the header already read.
       http::response_parser<http::string_body> error_parser(std::move(parser));
-      arm(connection, total_at_, UpstreamErrorKind::total_timeout);
+      arm(total_at_, UpstreamErrorKind::total_timeout);
       auto failed = co_await read_body(stream, connection, error_parser);
       if (failed && failed->kind == UpstreamErrorKind::overloaded) co_return std::move(*failed);
       if (!failed) connection.reusable = error_parser.keep_alive() && connection.buffer.size() == 0;
@@ -656,7 +674,7 @@ class UpstreamCall {
         if (first_event) {
           first_event = false;
           summary.ttft = elapsed();
-          arm(connection, total_at_, UpstreamErrorKind::total_timeout);
+          arm(total_at_, UpstreamErrorKind::total_timeout);
         }
         std::string& chunk_text = arrived.emplace_back(*event);
         if (!is_valid_json(chunk_text)) {
@@ -709,7 +727,7 @@ class UpstreamCall {
     // Drain the rest of the body (the chunked terminator) so the connection can be reused.
     if (parser.keep_alive()) {
       auto drain_at = std::min(total_at_, Clock::now() + kDrainGrace);
-      arm(connection, drain_at, UpstreamErrorKind::total_timeout);
+      arm(drain_at, UpstreamErrorKind::total_timeout);
       while (!parser.is_done()) {
         auto& body = parser.get().body();
         body.data = connection.read_chunk.get();
@@ -725,6 +743,8 @@ class UpstreamCall {
   }
 
   UpstreamClient& client_;
+  asio::any_io_executor executor_;  // the calling coroutine's: where limit_ fires
+  std::optional<LazyDeadline> limit_;  // made on the first arm()
   CancelToken& cancel_;
   ResponseBudget::Reservation reservation_;  // response bytes this call holds
   CancelToken::Registration registration_;
@@ -800,7 +820,8 @@ UpstreamClient::~UpstreamClient() = default;
 awaitable<Result<UpstreamReply, UpstreamError>> UpstreamClient::complete(const json& request,
                                                                          Deadline deadline,
                                                                          CancelToken cancel) {
-  UpstreamCall call(*this, deadline, cancel);
+  auto executor = co_await asio::this_coro::executor;
+  UpstreamCall call(*this, executor, deadline, cancel);
   co_return co_await call.complete(request);
 }
 
@@ -808,13 +829,15 @@ awaitable<Result<StreamSummary, UpstreamError>> UpstreamClient::stream(const jso
                                                                        Deadline deadline,
                                                                        CancelToken cancel,
                                                                        ChunkSink sink) {
-  UpstreamCall call(*this, deadline, cancel);
+  auto executor = co_await asio::this_coro::executor;
+  UpstreamCall call(*this, executor, deadline, cancel);
   co_return co_await call.stream(request, sink);
 }
 
 awaitable<bool> UpstreamClient::probe(Deadline deadline) {
   CancelToken cancel;  // nothing cancels a probe: the deadline bounds it
-  UpstreamCall call(*this, deadline, cancel);
+  auto executor = co_await asio::this_coro::executor;
+  UpstreamCall call(*this, executor, deadline, cancel);
   co_return co_await call.probe();
 }
 
@@ -833,7 +856,6 @@ std::unique_ptr<UpstreamClient::Connection> UpstreamClient::take_idle() {
 }
 
 void UpstreamClient::release(std::unique_ptr<Connection> connection) {
-  connection->lowest().expires_never();
   connection->reused = false;
   connection->idle_since = std::chrono::steady_clock::now();
   std::lock_guard lock(idle_mutex_);

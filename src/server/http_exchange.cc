@@ -5,10 +5,10 @@
 
 namespace hengshi::server {
 
-void HttpExchange::before_write() { stream_.expires_after(write_timeout_); }
+void HttpExchange::before_write() { deadline_.expires_after(write_timeout_); }
 
 bool HttpExchange::after_write(const beast::error_code& ec) {
-  stream_.expires_never();
+  deadline_.expires_never();
   if (ec) {
     keep_alive_ = false;
     client_gone_.cancel();

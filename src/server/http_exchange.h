@@ -16,6 +16,7 @@
 #include "core/asio.h"
 #include "core/cancel_token.h"
 #include "core/deadline.h"
+#include "core/lazy_deadline.h"
 
 namespace hengshi::server {
 
@@ -38,9 +39,11 @@ class HttpExchange {
  public:
   // `client_gone` is shared with the server's disconnect watcher (the token's state is owned by
   // both, so a late watcher never touches a finished exchange).
-  HttpExchange(beast::tcp_stream& stream, Request& request, Clock::time_point received_at,
-               CancelToken client_gone, Millis write_timeout, ConnectionMemo& memo)
+  HttpExchange(tcp::socket& stream, LazyDeadline& deadline, Request& request,
+               Clock::time_point received_at, CancelToken client_gone, Millis write_timeout,
+               ConnectionMemo& memo)
       : stream_(stream),
+        deadline_(deadline),
         request_(request),
         received_at_(received_at),
         client_gone_(std::move(client_gone)),
@@ -89,7 +92,7 @@ class HttpExchange {
   // The client's address, "unknown" when the socket cannot tell (it went away).
   std::string peer_address() const {
     beast::error_code ec;
-    const auto peer = stream_.socket().remote_endpoint(ec);
+    const auto peer = stream_.remote_endpoint(ec);
     return ec ? std::string("unknown") : peer.address().to_string();
   }
 
@@ -103,7 +106,8 @@ class HttpExchange {
   void before_write();
   bool after_write(const beast::error_code& ec);
 
-  beast::tcp_stream& stream_;
+  tcp::socket& stream_;
+  LazyDeadline& deadline_;
   Request& request_;
   Clock::time_point received_at_;
   CancelToken client_gone_;

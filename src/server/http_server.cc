@@ -62,9 +62,15 @@ bool is_disconnect(const beast::error_code& ec) {
 }  // namespace
 
 struct HttpServer::Connection {
-  Connection(tcp::socket socket, asio::ip::address peer_address)
-      : stream(std::move(socket)), peer(std::move(peer_address)) {}
-  beast::tcp_stream stream;
+  Connection(tcp::socket accepted, asio::ip::address peer_address, Millis deadline_period)
+      : socket(std::move(accepted)),
+        deadline(socket.get_executor(), deadline_period, [this] {
+          beast::error_code ec;
+          socket.close(ec);  // the pending read or write fails, as a tcp_stream's expiry does
+        }),
+        peer(std::move(peer_address)) {}
+  tcp::socket socket;
+  LazyDeadline deadline;  // the idle and write timeouts
   asio::ip::address peer;
   // Touched only on the connection's strand:
   bool idle = true;     // waiting for the next request's first byte
@@ -146,11 +152,14 @@ awaitable<void> HttpServer::accept_loop() {
     auto peer = socket.remote_endpoint(ec);
     if (ec) continue;  // gone already; the socket closes here
     socket.set_option(tcp::no_delay(true), ec);
-    auto connection = std::make_shared<Connection>(std::move(socket), peer.address());
+    // The deadline's timer wakes at most once per the shorter of the two timeouts it keeps.
+    auto connection = std::make_shared<Connection>(
+        std::move(socket), peer.address(),
+        Millis(std::min(config_.idle_timeout_ms, config_.write_timeout_ms)));
     if (!admit(connection)) {
       // Over a cap: close at once. A reset says "go away" without costing us a drain.
-      connection->stream.socket().set_option(asio::socket_base::linger(true, 0), ec);
-      connection->stream.socket().close(ec);
+      connection->socket.set_option(asio::socket_base::linger(true, 0), ec);
+      connection->socket.close(ec);
       continue;
     }
     asio::co_spawn(strand, serve(connection), [](const std::exception_ptr& failure) {
@@ -159,7 +168,7 @@ awaitable<void> HttpServer::accept_loop() {
   }
 }
 
-awaitable<bool> HttpServer::reject_early(beast::tcp_stream& stream,
+awaitable<bool> HttpServer::reject_early(tcp::socket& stream, LazyDeadline& deadline,
                                          http::request_parser<http::string_body>& parser,
                                          http::status status, std::string body) {
   handler_.on_protocol_error(static_cast<int>(status));
@@ -169,14 +178,14 @@ awaitable<bool> HttpServer::reject_early(beast::tcp_stream& stream,
   response.keep_alive(false);  // the rest of this request is unread: the connection can't be reused
   response.body() = std::move(body);
   response.prepare_payload();
-  stream.expires_after(std::chrono::seconds(5));
+  deadline.expires_after(std::chrono::seconds(5));
   beast::error_code ec;
   co_await http::async_write(stream, response, asio::redirect_error(use_awaitable, ec));
   if (ec) co_return false;
   // Lingering close: closing with unread request bytes makes the kernel send RST, which can
   // destroy the error response before the client reads it. Discard what is still coming (bounded).
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.expires_after(std::chrono::seconds(1));
+  stream.shutdown(tcp::socket::shutdown_send, ec);
+  deadline.expires_after(std::chrono::seconds(1));
   std::array<char, 16 * 1024> sink;
   std::size_t discarded = 0;
   while (discarded < (4u << 20)) {
@@ -187,7 +196,7 @@ awaitable<bool> HttpServer::reject_early(beast::tcp_stream& stream,
   co_return true;
 }
 
-awaitable<void> HttpServer::reject_read_error(beast::tcp_stream& stream,
+awaitable<void> HttpServer::reject_read_error(tcp::socket& stream, LazyDeadline& deadline,
                                               http::request_parser<http::string_body>& parser,
                                               beast::error_code ec, bool got_bytes) {
   // The answer is built before the one co_await: g++ 12 relocates a braced aggregate temporary
@@ -216,7 +225,7 @@ awaitable<void> HttpServer::reject_read_error(beast::tcp_stream& stream,
   // Otherwise (idle timeout, client gone) there is nobody to answer.
   if (answer) {
     std::string body = answer->second.body();
-    co_await reject_early(stream, parser, answer->first, std::move(body));
+    co_await reject_early(stream, deadline, parser, answer->first, std::move(body));
   }
 }
 
@@ -242,13 +251,13 @@ void HttpServer::parse_buffered(http::request_parser<http::string_body>& parser,
 class HttpServer::ReadTimer {
  public:
   ReadTimer(const std::shared_ptr<Connection>& owner, Millis timeout)
-      : timer_(owner->stream.get_executor()), state_(std::make_shared<State>()) {
+      : timer_(owner->socket.get_executor()), state_(std::make_shared<State>()) {
     timer_.expires_after(timeout);
     timer_.async_wait([state = state_, owner](const beast::error_code& ec) {
       if (ec || !state->armed) return;
       state->fired = true;
       beast::error_code cancel_ec;
-      owner->stream.socket().cancel(cancel_ec);
+      owner->socket.cancel(cancel_ec);
     });
   }
   ~ReadTimer() { disarm(); }
@@ -278,8 +287,8 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
     std::shared_ptr<Connection> connection;
     ~Release() {
       beast::error_code ec;
-      connection->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-      connection->stream.socket().close(ec);
+      connection->socket.shutdown(tcp::socket::shutdown_send, ec);
+      connection->socket.close(ec);
       server->forget(connection);
     }
   } release{this, connection};
@@ -295,7 +304,8 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
 
 awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
   Connection& connection = *owner;
-  beast::tcp_stream& stream = connection.stream;
+  tcp::socket& stream = connection.socket;
+  LazyDeadline& deadline = connection.deadline;
   beast::flat_buffer buffer;
   const auto idle_timeout = std::chrono::milliseconds(config_.idle_timeout_ms);
   const auto read_timeout = std::chrono::milliseconds(config_.read_timeout_ms);
@@ -310,7 +320,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     // Keep-alive: the next request's first byte may take up to the idle timeout ...
     connection.idle = true;
     if (buffer.size() == 0) {
-      stream.expires_after(idle_timeout);
+      deadline.expires_after(idle_timeout);
       std::size_t n = co_await stream.async_read_some(buffer.prepare(kFirstReadBytes),
                                                       asio::redirect_error(use_awaitable, ec));
       buffer.commit(n);
@@ -321,18 +331,18 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     // read, and then no further read (nor its timer) is needed.
     parse_buffered(parser, buffer, ec);
     if (ec) {
-      co_await reject_read_error(stream, parser, ec, /*got_bytes=*/true);
+      co_await reject_read_error(stream, deadline, parser, ec, /*got_bytes=*/true);
       break;
     }
     // ... else its headers and body must arrive within the read timeout (slowloris: 408). Not
-    // the stream's own expiry: that closes the socket, and the 408 could not be written.
-    stream.expires_never();
+    // the connection's deadline: that closes the socket, and the 408 could not be written.
+    deadline.expires_never();
     std::optional<ReadTimer> read_timer;
     if (!parser.is_header_done()) {
       read_timer.emplace(owner, read_timeout);
       co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
       if (ec) {
-        co_await reject_read_error(stream, parser, read_timer->fired() ? beast::error::timeout : ec,
+        co_await reject_read_error(stream, deadline, parser, read_timer->fired() ? beast::error::timeout : ec,
                                    /*got_bytes=*/true);
         break;
       }
@@ -350,13 +360,13 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     } in_flight_guard{this};
 
     if (draining_) {
-      co_await reject_early(stream, parser, http::status::service_unavailable,
+      co_await reject_early(stream, deadline, parser, http::status::service_unavailable,
                             ApiError::unavailable("shutting_down", "the gateway is shutting down; retry on another instance").body());
       break;
     }
     if (auto length = parser.content_length();
         length && *length > static_cast<std::uint64_t>(config_.max_body_bytes)) {
-      co_await reject_early(stream, parser, http::status::payload_too_large,
+      co_await reject_early(stream, deadline, parser, http::status::payload_too_large,
                             ApiError::payload_too_large("request body of " + std::to_string(*length) +
                                                         " bytes exceeds the limit of " +
                                                         std::to_string(config_.max_body_bytes) + " bytes").body());
@@ -367,7 +377,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
       if (!read_timer) read_timer.emplace(owner, read_timeout);
       co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
       if (ec) {
-        co_await reject_read_error(stream, parser, read_timer->fired() ? beast::error::timeout : ec,
+        co_await reject_read_error(stream, deadline, parser, read_timer->fired() ? beast::error::timeout : ec,
                                    /*got_bytes=*/true);
         break;
       }
@@ -378,7 +388,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     Request request = parser.release();
     CancelToken client_gone;
     connection.current = client_gone;
-    HttpExchange exchange(stream, request, received_at, client_gone, write_timeout, connection.memo);
+    HttpExchange exchange(stream, deadline, request, received_at, client_gone, write_timeout, connection.memo);
 
     const int in_flight_now = in_flight_.load();
     exchange.set_under_pressure(in_flight_now > config_.max_in_flight);
@@ -411,9 +421,9 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     exchange.on_watch_client([watch, owner] {
       if (watch->armed) return;
       watch->armed = true;
-      owner->stream.socket().async_wait(tcp::socket::wait_read, [watch, owner](const beast::error_code& wait_ec) {
+      owner->socket.async_wait(tcp::socket::wait_read, [watch, owner](const beast::error_code& wait_ec) {
         if (!watch->active || wait_ec) return;
-        auto* socket = &owner->stream.socket();
+        auto* socket = &owner->socket;
         // Raw non-blocking peek: Asio's sync receive would poll() forever, blocking this I/O
         // thread, when the readable bytes were already consumed by the time we run.
         char probe = 0;
@@ -435,7 +445,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     watch->active = false;
     if (watch->armed) {
       beast::error_code cancel_ec;
-      stream.socket().cancel(cancel_ec);
+      stream.cancel(cancel_ec);
     }
     connection.current = CancelToken();
     if (!exchange.keep_alive() || exchange.client_gone().cancelled()) break;
@@ -479,10 +489,10 @@ void HttpServer::drain(std::function<void(bool clean)> done) {
     acceptor_.close(ec);
   });
   for (auto& connection : open) {
-    asio::post(connection->stream.get_executor(), [connection] {
+    asio::post(connection->socket.get_executor(), [connection] {
       if (connection->idle) {
         beast::error_code ec;
-        connection->stream.socket().cancel(ec);
+        connection->socket.cancel(ec);
       }
     });
   }
@@ -514,11 +524,11 @@ void HttpServer::close_all() {
   });
   if (drain_timer_) drain_timer_->cancel();
   for (auto& connection : open) {
-    asio::post(connection->stream.get_executor(), [connection] {
+    asio::post(connection->socket.get_executor(), [connection] {
       connection->current.cancel();  // upstream calls and generations stop
       beast::error_code ec;
-      connection->stream.socket().cancel(ec);
-      connection->stream.socket().close(ec);
+      connection->socket.cancel(ec);
+      connection->socket.close(ec);
     });
   }
 }

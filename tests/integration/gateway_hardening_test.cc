@@ -194,6 +194,36 @@ TEST_F(GatewayHardeningTest, SlowlorisHeadersGet408WithinTheReadTimeout) {
   expect_alive_and_lean();
 }
 
+TEST_F(GatewayHardeningTest, AKeepAliveConnectionIsClosedOnlyAfterTheIdleTimeoutWithNoRequest) {
+  GatewayOptions options;
+  options.extra_server_yaml = "  idle_timeout_ms: 400\n";
+  start(options);
+  RawSocket socket(gateway_->host(), gateway_->port());
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  // Requests 150 ms apart for three idle timeouts: each one moves the connection's limit, so
+  // the connection stays open (the limit is a time the next request pushes back, not a timer
+  // that fired at 400 ms after the first).
+  const auto first = std::chrono::steady_clock::now();
+  int answered = 0;
+  auto last_sent = first;
+  while (std::chrono::steady_clock::now() - first < 1200ms) {
+    last_sent = std::chrono::steady_clock::now();
+    ASSERT_TRUE(socket.send(request)) << "closed after " << answered << " requests";
+    std::string response = socket.receive(150ms);  // the answer, then 150 ms of silence
+    ASSERT_NE(response.find("HTTP/1.1 200"), std::string::npos)
+        << "request " << answered + 1 << ": " << response;
+    ++answered;
+  }
+  EXPECT_GE(answered, 6);
+  // Then silence: the gateway closes the connection after the idle timeout, not before. Its idle
+  // time starts once it has answered, so after the last request was sent.
+  EXPECT_TRUE(socket.closed_by_peer(10s));
+  const auto idle_for = std::chrono::steady_clock::now() - last_sent;
+  EXPECT_GE(idle_for, 400ms);
+  EXPECT_LT(idle_for, 5s);
+  expect_alive_and_lean();
+}
+
 TEST_F(GatewayHardeningTest, AStalledStreamingReaderIsDroppedAndItsUpstreamCancelled) {
   GatewayOptions options;
   options.extra_server_yaml = "  write_timeout_ms: 300\n";
