@@ -12,6 +12,10 @@ stime from /proc/PID/stat over the run) and syscalls per request (perf's raw_sys
 tracepoint, in a separate short phase so counting does not slow the timed runs). A streaming
 phase does the same over SSE: CPU per chunk, and the TTFT each hop adds at a fixed rate.
 
+With --compare OLD_BINARY a second gateway (the build before a change) runs beside hengshi and is
+measured right after it in every run; --rounds N repeats the runs and reports medians, so a
+before/after reads as a ratio from one run on one machine.
+
 Ratios are what to read: the machine is shared and noisy, so every figure is against a
 baseline measured in the same run. `--check` compares the RPS ratio with bench/baseline.json
 and exits 1 when it fell more than 15% below it; the last line printed is the ratio.
@@ -236,6 +240,11 @@ def main():
     ap.add_argument("--build-dir", default=os.environ.get("HENGSHI_BUILD_DIR", os.path.join(ROOT, "build")))
     ap.add_argument("--hengshi", help="the gateway binary to measure (default: BUILD/src/cli/hengshi), "
                                       "e.g. an older build for a before/after on the same machine")
+    ap.add_argument("--compare", metavar="BINARY",
+                    help="another gateway binary (e.g. the build before a change), measured in the same "
+                         "runs right after hengshi, with its CPU per request and RPS as ratios of hengshi's")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat the timed runs; each figure is the median over the rounds")
     args = ap.parse_args()
     for tool in ("wrk",):
         if not shutil.which(tool):
@@ -277,7 +286,7 @@ def main():
         with open(keys, "w") as f:
             f.write(f"keys:\n  - name: bench\n    sha256: {hashlib.sha256(key.encode()).hexdigest()}\n")
 
-        def start_gateway(name, base_path):
+        def start_gateway(name, base_path, binary=hengshi):
             port, admin = free_port(), free_port()
             conf = os.path.join(work, f"{name}.yaml")
             with open(conf, "w") as f:
@@ -289,11 +298,13 @@ pools:
   cloud-small: {{members: [{{name: mock, base_url: "http://127.0.0.1:{mock_port}{base_path}/v1", model: mock-small, max_concurrent: 4096}}]}}
   cloud-large: {{members: [{{name: mock, base_url: "http://127.0.0.1:{mock_port}{base_path}/v1", model: mock-large, max_concurrent: 4096}}]}}
 """)
-            proc = children.start([hengshi, "serve", "--config", conf], os.path.join(work, f"{name}.log"))
+            proc = children.start([binary, "serve", "--config", conf], os.path.join(work, f"{name}.log"))
             wait_listening(port, proc, f"hengshi ({name})", seconds=60)
             return proc, port
 
         gateway, gw_port = start_gateway("gateway", "")
+        if args.compare:
+            before, before_port = start_gateway("before", "", args.compare)
 
         def lua(name, body_file, auth):
             path = os.path.join(work, name + ".lua")
@@ -308,6 +319,8 @@ pools:
         paths = [("direct", f"http://127.0.0.1:{mock_port}/v1/chat/completions", plain, mock_worker),
                  ("nginx hop", f"http://127.0.0.1:{hop_port}/v1/chat/completions", plain, hop_worker),
                  ("hengshi", f"http://127.0.0.1:{gw_port}/v1/chat/completions", keyed, gateway.pid)]
+        if args.compare:
+            paths.append(("before", f"http://127.0.0.1:{before_port}/v1/chat/completions", keyed, before.pid))
 
         # Every path must answer 200 before anything is timed (a 401 runs faster than a proxy).
         for name, url, script, _ in paths:
@@ -317,13 +330,32 @@ pools:
 
         print(f"closed loop, wrk -t1, {args.seconds} s per run, non-streaming; server CPU from /proc/PID/stat")
         print(f"{'path':12}{'conc':>6}{'RPS':>10}{'p50 µs':>9}{'p99 µs':>9}{'CPU µs/req':>12}{'errors':>8}")
-        results = {}
-        for conc in (4, 64):
-            for name, url, script, pid in paths:
-                r = measure(url, script, conc, args.seconds, pid)
-                results[(name, conc)] = r
+        runs = {}
+        for round_index in range(args.rounds):
+            if args.rounds > 1:
+                print(f"round {round_index + 1} of {args.rounds}")
+            for conc in (4, 64):
+                for name, url, script, pid in paths:
+                    r = measure(url, script, conc, args.seconds, pid)
+                    runs.setdefault((name, conc), []).append(r)
+                    print(f"{name:12}{conc:>6}{r['rps']:>10.0f}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
+                          f"{r['cpu_us']:>12.1f}{r['errors']:>8}", flush=True)
+        # Each figure: the median over the rounds (errors: the sum).
+        results = {key: {field: (sum(r[field] for r in rs) if field == "errors"
+                                 else sorted(r[field] for r in rs)[len(rs) // 2]) for field in rs[0]}
+                   for key, rs in runs.items()}
+        if args.rounds > 1:
+            print(f"medians over {args.rounds} rounds:")
+            for (name, conc), r in results.items():
                 print(f"{name:12}{conc:>6}{r['rps']:>10.0f}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
-                      f"{r['cpu_us']:>12.1f}{r['errors']:>8}", flush=True)
+                      f"{r['cpu_us']:>12.1f}{r['errors']:>8}")
+        if args.compare:
+            for conc in (4, 64):
+                new, old = results[("hengshi", conc)], results[("before", conc)]
+                per_round = [n["cpu_us"] / o["cpu_us"] for n, o in zip(runs[("hengshi", conc)], runs[("before", conc)])]
+                print(f"  hengshi vs before ({args.compare}), c={conc}: RPS {new['rps'] / old['rps']:.2f}x, "
+                      f"CPU per request {new['cpu_us'] / old['cpu_us']:.2f}x "
+                      f"(per round: {', '.join(f'{x:.2f}x' for x in per_round)})")
 
         sys_counts = {name: syscalls_per_request(url, script, pid, 3) for name, url, script, pid in paths}
         if all(v is not None for v in sys_counts.values()):
