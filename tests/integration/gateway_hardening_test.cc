@@ -7,6 +7,7 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <system_error>
 #include <vector>
 
 #include "integration/gateway_fixture.h"
@@ -276,9 +277,20 @@ TEST_F(GatewayHardeningTest, FiveThousandIdleConnectionsAreCappedAndTheGatewaySt
   std::string settled;  // the metrics once every connection so far was accepted
   // In batches, each accepted (kept or closed) before the next: 5,000 connects at once can
   // overflow a small listen backlog (net.core.somaxconn) and get reset by the kernel, not by us.
+  // An over-cap connection is reset as soon as it is accepted; when the client thread was
+  // descheduled after the handshake, its connect() itself reports that reset. Both are a close
+  // at accept.
+  int reset_at_connect = 0;
   for (int batch = 0; batch < 50; ++batch) {
-    for (int i = 0; i < 100; ++i) idle.emplace_back(gateway_->host(), gateway_->port());
-    const double expected = static_cast<double>(idle.size());
+    for (int i = 0; i < 100; ++i) {
+      try {
+        idle.emplace_back(gateway_->host(), gateway_->port());
+      } catch (const std::system_error& error) {
+        if (error.code() != std::errc::connection_reset) throw;
+        ++reset_at_connect;
+      }
+    }
+    const double expected = static_cast<double>(idle.size() + reset_at_connect);
     ASSERT_TRUE(wait_until(
         [&] {
           settled = metrics_text();
@@ -290,7 +302,7 @@ TEST_F(GatewayHardeningTest, FiveThousandIdleConnectionsAreCappedAndTheGatewaySt
   }
   // The gateway keeps 4,000 from this peer and closes the rest at accept.
   EXPECT_EQ(value_in(settled, rejected), 1000) << settled;
-  int closed = 0;
+  int closed = reset_at_connect;
   for (auto& socket : idle) closed += socket.closed_by_peer(0ms) ? 1 : 0;
   EXPECT_GE(closed, 900) << "connections over the per-IP cap are closed at accept";
 

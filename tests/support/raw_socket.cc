@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <system_error>
 
 namespace hengshi::testing {
 namespace {
@@ -41,9 +42,10 @@ RawSocket::RawSocket(const std::string& host, int port, const std::string& sourc
   }
   sockaddr_in target = address_of(host, port);
   if (::connect(fd_, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
-    std::string why = std::strerror(errno);
+    const int error = errno;
     ::close(fd_);
-    throw std::runtime_error("connect: " + why);
+    // A system_error, so a test can tell a reset (a cap closing at accept) from other failures.
+    throw std::system_error(error, std::generic_category(), "connect");
   }
 }
 
