@@ -330,6 +330,10 @@ pools:
 
         print(f"closed loop, wrk -t1, {args.seconds} s per run, non-streaming; server CPU from /proc/PID/stat")
         print(f"{'path':12}{'conc':>6}{'RPS':>10}{'p50 µs':>9}{'p99 µs':>9}{'CPU µs/req':>12}{'errors':>8}")
+        def print_row(name, conc, r):
+            print(f"{name:12}{conc:>6}{r['rps']:>10.0f}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
+                  f"{r['cpu_us']:>12.1f}{r['errors']:>8}", flush=True)
+
         runs = {}
         for round_index in range(args.rounds):
             if args.rounds > 1:
@@ -338,8 +342,7 @@ pools:
                 for name, url, script, pid in paths:
                     r = measure(url, script, conc, args.seconds, pid)
                     runs.setdefault((name, conc), []).append(r)
-                    print(f"{name:12}{conc:>6}{r['rps']:>10.0f}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
-                          f"{r['cpu_us']:>12.1f}{r['errors']:>8}", flush=True)
+                    print_row(name, conc, r)
         # Each figure: the median over the rounds (errors: the sum).
         results = {key: {field: (sum(r[field] for r in rs) if field == "errors"
                                  else sorted(r[field] for r in rs)[len(rs) // 2]) for field in rs[0]}
@@ -347,8 +350,7 @@ pools:
         if args.rounds > 1:
             print(f"medians over {args.rounds} rounds:")
             for (name, conc), r in results.items():
-                print(f"{name:12}{conc:>6}{r['rps']:>10.0f}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
-                      f"{r['cpu_us']:>12.1f}{r['errors']:>8}")
+                print_row(name, conc, r)
         if args.compare:
             for conc in (4, 64):
                 new, old = results[("hengshi", conc)], results[("before", conc)]
