@@ -25,6 +25,7 @@ awaitable<bool> HttpExchange::send(Response response) {
   response.set(http::field::server, "hengshi");
   response.prepare_payload();
   beast::error_code ec;
+  unwatch_client();
   before_write();
   std::size_t n = co_await http::async_write(stream_, response,
                                              asio::redirect_error(use_awaitable, ec));
@@ -70,6 +71,7 @@ awaitable<bool> HttpExchange::write_chunk(std::string_view data) {
 awaitable<bool> HttpExchange::finish_stream(std::string_view last_events) {
   stream_finished_ = true;
   beast::error_code ec;
+  unwatch_client();
   before_write();
   if (last_events.empty()) {
     bytes_sent_ += co_await asio::async_write(stream_, http::make_chunk_last(),

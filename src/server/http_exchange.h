@@ -60,7 +60,12 @@ class HttpExchange {
   void watch_client() {
     if (watch_client_) watch_client_();
   }
-  void on_watch_client(std::function<void()> arm) { watch_client_ = std::move(arm); }
+  // `arm` starts the watch; `disarm` ends it when the last bytes of the answer go out, so the
+  // client's next request finds no watch to complete (which would cost a syscall per request).
+  void on_watch_client(std::function<void()> arm, std::function<void()> disarm) {
+    watch_client_ = std::move(arm);
+    unwatch_client_ = std::move(disarm);
+  }
 
   // Sends a complete response (keep-alive and Content-Length are filled in). False when the
   // client is gone.
@@ -104,6 +109,9 @@ class HttpExchange {
  private:
   // Arms the write timeout for the next write; records a failed write as the client leaving.
   void before_write();
+  void unwatch_client() {
+    if (unwatch_client_) unwatch_client_();
+  }
   bool after_write(const beast::error_code& ec);
 
   tcp::socket& stream_;
@@ -122,6 +130,7 @@ class HttpExchange {
   std::shared_ptr<const ClientKey> client_key_;
   ConnectionMemo& memo_;
   std::function<void()> watch_client_;
+  std::function<void()> unwatch_client_;
 };
 
 }  // namespace hengshi::server

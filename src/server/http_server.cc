@@ -1,9 +1,6 @@
 #include "server/http_server.h"
 
-#include <sys/socket.h>
-
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <optional>
 #include <utility>
@@ -58,6 +55,24 @@ bool is_disconnect(const beast::error_code& ec) {
          ec == beast::error::timeout || ec == asio::error::bad_descriptor ||
          ec == asio::error::broken_pipe || ec == asio::error::not_connected;
 }
+
+// The client-gone watch of one request: a one-byte MSG_PEEK receive pending on the client's
+// socket while the handler waits (see serve_requests).
+struct ClientWatch {
+  bool active = true;
+  bool armed = false;
+  CancelToken client_gone;
+  char probe = 0;
+
+  // Ends the watch once: a pending peek is cancelled (Asio dequeues it; no syscall).
+  void end(tcp::socket& socket) {
+    if (!active) return;
+    active = false;
+    if (!armed) return;
+    beast::error_code ec;
+    socket.cancel(ec);
+  }
+};
 
 }  // namespace
 
@@ -407,32 +422,29 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
       continue;
     }
 
-    // Watches the socket while the handler waits: readable with nothing to read means the
-    // client closed, so upstream work is cancelled (a pipelined next request just ends the
-    // watch). Armed only when the handler is about to wait (HttpExchange::watch_client()): an
-    // answer the gateway gives at once (a cache hit, the intent engine) costs no epoll change.
-    // The callback owns what it touches: the token's state and the connection.
-    struct Watch {
-      bool active = true;
-      bool armed = false;
-      CancelToken client_gone;
-    };
-    auto watch = std::make_shared<Watch>(Watch{true, false, client_gone});
-    exchange.on_watch_client([watch, owner] {
-      if (watch->armed) return;
-      watch->armed = true;
-      owner->socket.async_wait(tcp::socket::wait_read, [watch, owner](const beast::error_code& wait_ec) {
-        if (!watch->active || wait_ec) return;
-        auto* socket = &owner->socket;
-        // Raw non-blocking peek: Asio's sync receive would poll() forever, blocking this I/O
-        // thread, when the readable bytes were already consumed by the time we run.
-        char probe = 0;
-        ssize_t n = ::recv(socket->native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          watch->client_gone.cancel();
-        }
-      });
-    });
+    // Watches the socket while the handler waits: end of stream means the client closed, so
+    // upstream work is cancelled (a pipelined next request just ends the watch). Armed only when
+    // the handler is about to wait (HttpExchange::watch_client()), so an answer the gateway gives
+    // at once (a cache hit, the intent engine) costs nothing. A one-byte MSG_PEEK receive, not
+    // async_wait: Asio re-arms the descriptor with epoll_ctl for every async_wait, while a receive
+    // is queued without a syscall when the last read drained the socket (and tried at once when
+    // readiness came in meanwhile, so a close before arming is still seen). The watch ends as
+    // the answer's last bytes go out, before the client can send its next request. The callback
+    // owns what it touches: the token's state, the probe byte and the connection.
+    auto watch = std::make_shared<ClientWatch>(ClientWatch{true, false, client_gone});
+    exchange.on_watch_client(
+        [watch, owner] {
+          if (watch->armed) return;
+          watch->armed = true;
+          owner->socket.async_receive(
+              asio::buffer(&watch->probe, 1), tcp::socket::message_peek,
+              [watch, owner](const beast::error_code& receive_ec, std::size_t) {
+                // Bytes (a pipelined request) leave the client alive; cancellation ends the watch.
+                if (!watch->active || !receive_ec || receive_ec == asio::error::operation_aborted) return;
+                watch->client_gone.cancel();  // end of stream, or the connection reset
+              });
+        },
+        [watch, owner] { watch->end(owner->socket); });
 
     std::exception_ptr failure;
     try {
@@ -442,11 +454,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     }
     if (failure) co_await answer_exception(exchange, failure);
 
-    watch->active = false;
-    if (watch->armed) {
-      beast::error_code cancel_ec;
-      stream.cancel(cancel_ec);
-    }
+    watch->end(stream);
     connection.current = CancelToken();
     if (!exchange.keep_alive() || exchange.client_gone().cancelled()) break;
   }

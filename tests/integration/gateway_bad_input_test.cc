@@ -107,6 +107,30 @@ TEST_F(GatewayBadInputTest, ClientThatDisconnectsWhileWaitingCancelsTheUpstreamC
   expect_gateway_alive();
 }
 
+// The client-gone watch peeks at the socket while the upstream call waits: bytes of a pipelined
+// next request must end the watch, not cancel the call as a close would.
+TEST_F(GatewayBadInputTest, APipelinedRequestWhileTheFirstWaitsUpstreamDoesNotCancelIt) {
+  auto raw = [](const std::string& body) {
+    return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           "Content-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  HttpConnection connection(gateway_->host(), gateway_->port());
+  connection.send_raw_no_reply(raw(user_message("cloud-small", "first [[sim:slow=400]]")));
+  ASSERT_TRUE(wait_until([&] { return sim_stats(*small_)["in_flight"] == 1; }));
+  connection.send_raw_no_reply(raw(user_message("cloud-small", "second")));  // while the first waits
+
+  auto first = connection.read_response();
+  auto second = connection.read_response();
+  EXPECT_EQ(first.status, 200) << first.body;
+  EXPECT_NE(first.body.find("first"), std::string::npos) << first.body;
+  EXPECT_EQ(second.status, 200) << second.body;
+  EXPECT_NE(second.body.find("second"), std::string::npos) << second.body;
+  EXPECT_EQ(sim_stats(*small_)["client_disconnects"], 0);
+  EXPECT_EQ(admin_get("/metrics").body.find("hengshi_client_disconnects_total{phase=\"waiting_upstream\"} 1"),
+            std::string::npos);
+}
+
 TEST_F(GatewayBadInputTest, ClientThatDisconnectsMidStreamCancelsTheUpstreamStream) {
   // A slow stream: the first chunks arrive, then the client leaves.
   ASSERT_EQ(http_call(small_->host(), small_->port(),

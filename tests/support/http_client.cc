@@ -110,6 +110,8 @@ void HttpConnection::send_raw_no_reply(const std::string& bytes) {
   asio::write(impl_->stream.socket(), asio::buffer(bytes));
 }
 
+HttpResult HttpConnection::read_response() { return impl_->read_response(); }
+
 void HttpConnection::send_and_close_after_head(const HttpRequest& request) {
   http::request<http::string_body> req{http::string_to_verb(request.method), request.target, 11};
   req.set(http::field::host, impl_->host);

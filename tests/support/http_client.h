@@ -48,6 +48,8 @@ class HttpConnection {
   HttpResult send_raw(const std::string& bytes);
   // Writes raw bytes and does not wait for a reply.
   void send_raw_no_reply(const std::string& bytes);
+  // Reads the next response on the connection (after send_raw_no_reply, e.g. pipelined requests).
+  HttpResult read_response();
   // Sends a request, reads only the response head (and whatever body arrives first), then closes.
   void send_and_close_after_head(const HttpRequest& request);
   void close();
