@@ -8,8 +8,8 @@ thread) drives three paths in turn:
   hengshi     wrk → hengshi (one thread; a client key, the PII walk, the router, the chain and
               metrics on; request log and cache off) → mock
 at c=4 and c=64. For each it prints RPS, p50/p99, the server's CPU µs per request (utime +
-stime from /proc/PID/stat over the run) and syscalls per request (perf's raw_syscalls
-tracepoint, in a separate short phase so counting does not slow the timed runs). A streaming
+stime from /proc/PID/stat over the run) and syscalls per request, in all and by name
+(perf trace's summary, in a separate short phase so counting does not slow the timed runs). A streaming
 phase does the same over SSE: CPU per chunk, and the TTFT each hop adds at a fixed rate.
 
 With --compare OLD_BINARY a second gateway (the build before a change) runs beside hengshi and is
@@ -187,16 +187,23 @@ def perf_during_load(perf_args, url, script, conc, seconds):
 
 
 def syscalls_per_request(url, script, pid, seconds):
+    """Syscalls the server makes per request at c=4, in all and by name (perf trace's summary),
+    so a syscall nginx does not make shows by name."""
     perf = shutil.which("perf")
     if not perf:
         return None
-    out = tempfile.NamedTemporaryFile(delete=False, suffix=".csv").name
-    r = perf_during_load([perf, "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", str(pid), "-o", out],
-                         url, script, 4, seconds)
+    out = tempfile.NamedTemporaryFile(delete=False, suffix=".txt").name
+    r = perf_during_load([perf, "trace", "-s", "-p", str(pid), "-o", out], url, script, 4, seconds)
+    by_name = {}
     with open(out) as f:
-        m = re.search(r"^(\d+),,raw_syscalls:sys_enter", f.read(), re.M)
+        for m in re.finditer(r"^\s+([a-z_0-9]+)\s+(\d+)\s+\d+\s+[\d.]+", f.read(), re.M):
+            by_name[m.group(1)] = by_name.get(m.group(1), 0) + int(m.group(2))  # summed over threads
     os.unlink(out)
-    return int(m.group(1)) / max(1, r["requests"]) if m else None
+    if not by_name:
+        return None
+    n = max(1, r["requests"])
+    return {"total": sum(by_name.values()) / n,
+            "by_name": {k: v / n for k, v in sorted(by_name.items(), key=lambda kv: -kv[1]) if v / n >= 0.05}}
 
 
 def profile_top(url, script, pid, conc, seconds, top, keep=None):
@@ -361,8 +368,10 @@ pools:
 
         sys_counts = {name: syscalls_per_request(url, script, pid, 3) for name, url, script, pid in paths}
         if all(v is not None for v in sys_counts.values()):
-            print("syscalls per request (perf raw_syscalls, c=4): " +
-                  ", ".join(f"{n} {v:.1f}" for n, v in sys_counts.items()))
+            print("syscalls per request (perf trace, c=4): " +
+                  ", ".join(f"{n} {v['total']:.1f}" for n, v in sys_counts.items()))
+            for n, v in sys_counts.items():
+                print(f"  {n:10} " + ", ".join(f"{k} {x:.2f}" for k, x in v["by_name"].items()))
         else:
             print("syscalls per request: perf (linux-perf) not available")
 
