@@ -206,6 +206,46 @@ def syscalls_per_request(url, script, pid, seconds):
             "by_name": {k: v / n for k, v in sorted(by_name.items(), key=lambda kv: -kv[1]) if v / n >= 0.05}}
 
 
+def allocations_per_request(url, script, pid, seconds):
+    """Heap allocations per request at c=4: uprobes on the allocator the server maps (mimalloc's
+    operator new, and malloc), counted by perf stat over one wrk run. Deterministic where CPU time
+    is noisy, so a cut in allocations reads as a number. Needs root for `perf probe`; the probes
+    are removed afterwards. None when that is not possible."""
+    perf = shutil.which("perf")
+    if not perf:
+        return None
+    with open(f"/proc/{pid}/maps") as f:
+        lib = next((line.split()[-1] for line in f if "libmimalloc" in line), None)
+    if not lib:
+        return None
+    group = "hengshi_bench"
+    events = {"operator new": "new=mi_new", "malloc": "malloc=mi_malloc"}
+    added = []
+    try:
+        for name, spec in events.items():
+            if subprocess.run([perf, "probe", "-q", "-x", lib, "-a", f"{group}:{spec}"],
+                              capture_output=True, timeout=60).returncode != 0:
+                return None
+            added.append(f"{group}:{spec.split('=')[0]}")
+        out = tempfile.NamedTemporaryFile(delete=False, suffix=".csv").name
+        args = [perf, "stat", "-x,", "-o", out, "-p", str(pid)]
+        for event in added:
+            args += ["-e", event]
+        r = perf_during_load(args, url, script, 4, seconds)
+        counts = {}
+        with open(out) as f:
+            for line in f:
+                m = re.match(r"^(\d+),,([^,]+),", line)
+                if m:
+                    counts[m.group(2)] = int(m.group(1))
+        os.unlink(out)
+        n = max(1, r["requests"])
+        return {name: counts.get(f"{group}:{spec.split('=')[0]}", 0) / n for name, spec in events.items()}
+    finally:
+        for event in added:
+            subprocess.run([perf, "probe", "-q", "-d", event], capture_output=True, timeout=60)
+
+
 def profile_top(url, script, pid, conc, seconds, top, keep=None):
     """perf record of the server under closed-loop load; prints its top entries by self time.
     `keep` names a file to leave the recording in, for perf report's call graphs."""
@@ -241,6 +281,8 @@ def main():
     ap.add_argument("--check", action="store_true", help="fail when the RPS ratio fell >15%% below bench/baseline.json")
     ap.add_argument("--record", action="store_true", help="write this run's ratios into bench/baseline.json")
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming phase")
+    ap.add_argument("--allocs", action="store_true",
+                    help="also count heap allocations per request (perf probe on mimalloc; needs root)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also print the top N entries of a perf profile of hengshi at c=64")
     ap.add_argument("--profile-data", metavar="FILE", help="keep that profile's recording in FILE")
@@ -374,6 +416,15 @@ pools:
                 print(f"  {n:10} " + ", ".join(f"{k} {x:.2f}" for k, x in v["by_name"].items()))
         else:
             print("syscalls per request: perf (linux-perf) not available")
+        if args.allocs:
+            allocs = {name: allocations_per_request(url, script, pid, 3)
+                      for name, url, script, pid in paths if name in ("hengshi", "before")}
+            if all(v is not None for v in allocs.values()):
+                print("heap allocations per request (uprobes on mimalloc, c=4): " +
+                      ", ".join(f"{n} " + " + ".join(f"{k} {x:.1f}" for k, x in v.items())
+                                for n, v in allocs.items()))
+            else:
+                print("heap allocations per request: perf probe not available (needs root and linux-perf)")
 
         ratio = {c: results[("hengshi", c)]["rps"] / results[("nginx hop", c)]["rps"] for c in (4, 64)}
         direct_p50 = results[("direct", 4)]["p50_us"]
