@@ -15,9 +15,9 @@ void AuthMetrics::count_failure(const std::string& reason) {
 }
 
 void AuthMetrics::count_request(const std::string& key) {
-  Registry::global()
-      .counter("hengshi_key_requests_total", "Authenticated requests by key name", {{"key", key}})
-      .inc();
+  // Once per request: a family resolves the key's series without building name, help and labels.
+  static obs::CounterFamily requests("hengshi_key_requests_total", "Authenticated requests by key name", {"key"});
+  requests.at({key}).inc();
 }
 
 void AuthMetrics::count_rate_limited(const std::string& key, const std::string& limit) {
