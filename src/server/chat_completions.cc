@@ -329,14 +329,14 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
   chain::CacheStage cache_stage;
   prepare_cache(exchange, request, meta, cache_stage);
   ResponseWriter writer(exchange, request, config_.server.expose_figures);
-  chain::ChainRequest chain_request;
-  chain_request.request = &request;
-  chain_request.cache = cache_stage.cache != nullptr ? &cache_stage : nullptr;
-  chain_request.prediction = prediction;
-  chain_request.client_gone = exchange.client_gone();
-  chain_request.will_wait = [&exchange] { exchange.watch_client(); };
-  chain_request.stream = request.stream ? &writer : nullptr;
-  chain_request.sources = lookup;
+  // Designated: a default-constructed client_gone, then overwritten, would allocate for nothing.
+  chain::ChainRequest chain_request{.request = &request,
+                                    .cache = cache_stage.cache != nullptr ? &cache_stage : nullptr,
+                                    .prediction = prediction,
+                                    .client_gone = exchange.client_gone(),
+                                    .will_wait = [&exchange] { exchange.watch_client(); },
+                                    .stream = request.stream ? &writer : nullptr,
+                                    .sources = lookup};
   auto result = co_await chain_->execute(meta.decision.plan, budget, chain_request, meta);
   for (const HopRecord& hop : meta.hops) {
     if (hop.source == Source::edge_llm && offline_ != nullptr) {

@@ -455,7 +455,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     if (failure) co_await answer_exception(exchange, failure);
 
     watch->end(stream);
-    connection.current = CancelToken();
+    connection.current.reset();
     if (!exchange.keep_alive() || exchange.client_gone().cancelled()) break;
   }
 }
