@@ -80,6 +80,9 @@ class CueMatcher {
 
   // Adds the cues found in `text` to `features`.
   void scan(std::string_view text, ComplexityFeatures& features) const {
+    // Asking which patterns matched allocates RE2's match set; most questions match none, and
+    // asking whether any did allocates nothing.
+    if (!set_.Match(text, nullptr)) return;
     std::vector<int> hits;
     set_.Match(text, &hits);
     for (int hit : hits) {

@@ -115,6 +115,9 @@ Result<SensitiveSignals> SensitiveSignals::create(std::vector<SensitiveRule> rul
 
 std::optional<SignalMatch> SensitiveSignals::match(std::string_view text) const {
   if (!set_) return std::nullopt;
+  // Which patterns matched allocates RE2's match set; whether any did allocates nothing, and
+  // most requests match none.
+  if (!set_->set.Match(text, nullptr)) return std::nullopt;
   std::vector<int> hits;
   if (!set_->set.Match(text, &hits) || hits.empty()) return std::nullopt;
   // Entries were added rule by rule, keywords first: the smallest index is the first rule.
