@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <boost/container/small_vector.hpp>
+
 #include "router/complexity.h"
 #include "router/complexity_model.h"
 #include "router/plan.h"
@@ -158,7 +160,8 @@ void collect_forwarded_strings(const json& body, const std::vector<const json*>&
     const json* node;
     int depth;  // the body itself is 0, its fields 1
   };
-  std::vector<Pending> stack{{&body, 0}};
+  // Inline room for a usual chat body's nesting; a deeper or wider one spills to the heap.
+  boost::container::small_vector<Pending, 32> stack{{&body, 0}};
   while (!stack.empty()) {
     const Pending pending = stack.back();
     stack.pop_back();
@@ -219,7 +222,9 @@ RouteInput route_input(const ChatRequest& request, const Budget& budget) {
     }
   }
 
-  // The PII scan reads everything that would go upstream, not only the flattened messages.
+  // The PII scan reads everything that would go upstream, not only the flattened messages: a
+  // chat body's keys and values are a few dozen, grown one doubling at a time otherwise.
+  input.forwarded_strings.reserve(32);
   collect_forwarded_strings(request.body, strings_in_texts(request), input);
   if (request.body.is_object()) {
     if (const auto messages = request.body.find("messages");
