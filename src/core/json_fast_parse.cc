@@ -1,5 +1,7 @@
 #include "core/json_fast_parse.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -18,6 +20,9 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth) 
       out = json::array();
       // Named, not a temporary in the range-for: g++ 12 warns of a dangling tape pointer otherwise.
       const simdjson::dom::array items = element.get_array().value_unsafe();
+      // The tape knows the count: one allocation for the elements, not one per doubling (capped:
+      // simdjson saturates a huge array's count, and a hostile body should not size the reserve).
+      out.get_ref<json::array_t&>().reserve(std::min<std::size_t>(items.size(), 4096));
       for (simdjson::dom::element item : items) {
         out.push_back(nullptr);
         if (!build(item, out.back(), depth + 1, max_depth)) return false;
