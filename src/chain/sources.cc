@@ -276,8 +276,8 @@ awaitable<Result<Answer, AttemptError>> CloudSource::stream(const SourceRequest&
 awaitable<Result<Answer, AttemptError>> CannedSource::answer(const SourceRequest& request) {
   (void)request;
   Answer answer;
-  answer.content = text_;
-  answer.model = model_;
+  answer.content = std::string(text_);
+  answer.model = std::string(model_);
   co_return answer;
 }
 

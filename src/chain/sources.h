@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "chain/answer_source.h"
 #include "cloud/cloud_pool.h"
@@ -61,12 +62,14 @@ class CloudSource : public AnswerSource {
 
 class CannedSource : public AnswerSource {
  public:
-  CannedSource(std::string model, std::string text) : model_(std::move(model)), text_(std::move(text)) {}
+  // Views: the server builds three per request from the policy snapshot and the config, which
+  // outlive it, and most requests never ask them (copies were six allocations per request).
+  CannedSource(std::string_view model, std::string_view text) : model_(model), text_(text) {}
   awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) override;
 
  private:
-  std::string model_;
-  std::string text_;
+  std::string_view model_;
+  std::string_view text_;
 };
 
 // The text of an OpenAI chat.completion body (choices[0].message.content), "" when absent.
