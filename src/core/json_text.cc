@@ -2,18 +2,45 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstddef>
+#include <string>
 
 namespace hengshi {
 
+namespace {
+
+// One serializer per thread, writing into a per-thread buffer: json::dump() builds a serializer
+// per call, and that allocates its output adapter (a shared_ptr) and a 512-byte indent string —
+// two allocations per dump, six per proxied request in the upstream body alone.
+struct ThreadSerializer {
+  std::string buffer;  // declared first: the serializer's adapter refers to it
+  nlohmann::detail::serializer<nlohmann::json> serializer{
+      nlohmann::detail::output_adapter<char, std::string>(buffer), ' ', nlohmann::json::error_handler_t::replace};
+};
+
+constexpr std::size_t kKeptBufferBytes = 64 * 1024;  // a bigger dump's buffer is not kept
+
+// Runs `use` on the dump of `value` (compact, invalid UTF-8 replaced). Not reentrant: `use`
+// must not dump again.
+template <typename Use>
+void with_dump(const nlohmann::json& value, Use&& use) {
+  thread_local ThreadSerializer local;
+  local.buffer.clear();
+  local.serializer.dump(value, /*pretty_print=*/false, /*ensure_ascii=*/false, /*indent_step=*/0);
+  use(static_cast<const std::string&>(local.buffer));
+  if (local.buffer.capacity() > kKeptBufferBytes) std::string().swap(local.buffer);
+}
+
+}  // namespace
+
 std::string dump_text(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out;
+  with_dump(value, [&out](const std::string& text) { out = text; });
+  return out;
 }
 
 void append_dump_text(std::string& out, const nlohmann::json& value) {
-  // What json::dump() does inside, with `out` as the serializer's output.
-  nlohmann::detail::serializer<nlohmann::json> serializer(
-      nlohmann::detail::output_adapter<char, std::string>(out), ' ', nlohmann::json::error_handler_t::replace);
-  serializer.dump(value, /*pretty_print=*/false, /*ensure_ascii=*/false, /*indent_step=*/0);
+  with_dump(value, [&out](const std::string& text) { out += text; });
 }
 
 bool json_nesting_exceeds(std::string_view text, int max_depth) {
