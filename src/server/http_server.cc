@@ -434,7 +434,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     auto watch = std::make_shared<ClientWatch>(ClientWatch{true, false, client_gone});
     exchange.on_watch_client(
         [watch, owner] {
-          if (watch->armed) return;
+          if (watch->armed || !watch->active) return;  // once, and never after the answer went out
           watch->armed = true;
           owner->socket.async_receive(
               asio::buffer(&watch->probe, 1), tcp::socket::message_peek,
