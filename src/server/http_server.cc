@@ -431,7 +431,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     // readiness came in meanwhile, so a close before arming is still seen). The watch ends as
     // the answer's last bytes go out, before the client can send its next request. The callback
     // owns what it touches: the token's state, the probe byte and the connection.
-    auto watch = std::make_shared<ClientWatch>(ClientWatch{true, false, client_gone});
+    auto watch = std::make_shared<ClientWatch>(ClientWatch{.client_gone = client_gone});
     exchange.on_watch_client(
         [watch, owner] {
           if (watch->armed || !watch->active) return;  // once, and never after the answer went out
