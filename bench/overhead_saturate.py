@@ -218,16 +218,16 @@ def allocations_per_request(url, script, pid, seconds):
         lib = next((line.split()[-1] for line in f if "libmimalloc" in line), None)
     if not lib:
         return None
-    group = "hengshi_bench"
-    events = {"operator new": "new=mi_new", "malloc": "malloc=mi_malloc"}
+    # What is printed: (the probe's event, the allocator's function it sits on).
+    events = {"operator new": ("hengshi_bench:new", "mi_new"), "malloc": ("hengshi_bench:malloc", "mi_malloc")}
     added = []
+    out = tempfile.NamedTemporaryFile(delete=False, suffix=".csv").name
     try:
-        for name, spec in events.items():
-            if subprocess.run([perf, "probe", "-q", "-x", lib, "-a", f"{group}:{spec}"],
+        for event, function in events.values():
+            if subprocess.run([perf, "probe", "-q", "-x", lib, "-a", f"{event}={function}"],
                               capture_output=True, timeout=60).returncode != 0:
                 return None
-            added.append(f"{group}:{spec.split('=')[0]}")
-        out = tempfile.NamedTemporaryFile(delete=False, suffix=".csv").name
+            added.append(event)
         args = [perf, "stat", "-x,", "-o", out, "-p", str(pid)]
         for event in added:
             args += ["-e", event]
@@ -238,10 +238,10 @@ def allocations_per_request(url, script, pid, seconds):
                 m = re.match(r"^(\d+),,([^,]+),", line)
                 if m:
                     counts[m.group(2)] = int(m.group(1))
-        os.unlink(out)
         n = max(1, r["requests"])
-        return {name: counts.get(f"{group}:{spec.split('=')[0]}", 0) / n for name, spec in events.items()}
+        return {name: counts.get(event, 0) / n for name, (event, _) in events.items()}
     finally:
+        os.unlink(out)
         for event in added:
             subprocess.run([perf, "probe", "-q", "-d", event], capture_output=True, timeout=60)
 
