@@ -3,9 +3,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "edge/cross_fit.h"
 #include "edge/intent_engine.h"
@@ -32,11 +35,26 @@ struct CalibrateArgs {
   double confidence = router::CalibrateOptions{}.confidence;
   int cross_fit = 0;  // folds; 0 = the held-out rows alone
   std::vector<std::string> traffic_logs;  // request logs whose questions give the intent mix
+  std::string predictions;                // where to write the evidence rows ("" = nowhere)
 };
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "hengshi calibrate: %s\n", message.c_str());
   return 2;
+}
+
+// One line per row of evidence, so an operator can see why a band sits where it does (which
+// rows above it fail, and whether they are held-out rows or training rows out of fold).
+nlohmann::json evidence_line(const char* source, const std::string& text, const std::string& intent,
+                             const edge::IntentPrediction& prediction) {
+  return {{"source", source},
+          {"text", text},
+          {"intent", intent},
+          {"predicted", prediction.intent},
+          {"confidence", prediction.confidence},
+          {"intent_confidence", prediction.intent_confidence},
+          {"in_scope", prediction.in_scope},
+          {"has_answer", !prediction.answer.empty()}};
 }
 
 int run_calibrate(const CalibrateArgs& args) {
@@ -96,6 +114,16 @@ int run_calibrate(const CalibrateArgs& args) {
                  "intents seen)\n",
                  traffic.questions, traffic.in_scope, traffic.intents_seen, traffic.prior.size());
   }
+  std::optional<std::ofstream> evidence;
+  if (!args.predictions.empty()) {
+    evidence.emplace(args.predictions, std::ios::binary | std::ios::trunc);
+    if (!*evidence) return fail("--predictions: cannot write " + args.predictions);
+    for (const router::CalibrationRow& row : *rows) {
+      *evidence << evidence_line("held_out", row.text, row.intent, (*engine)->predict(row.text))
+                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << '\n';
+    }
+  }
   std::vector<router::LabelledPrediction> out_of_fold;
   if (args.cross_fit != 0) {
     edge::CrossFitOptions cross;
@@ -107,10 +135,16 @@ int run_calibrate(const CalibrateArgs& args) {
     if (!fitted) return fail("cross-fit: " + fitted.error().message);
     for (const edge::OutOfFoldRow& row : fitted->rows) {
       out_of_fold.push_back(router::labelled_prediction(row.prediction, args.default_task_type, row.intent));
+      if (evidence) {
+        *evidence << evidence_line("out_of_fold", row.text, row.intent, row.prediction)
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << '\n';
+      }
     }
     std::fprintf(stderr, "hengshi calibrate: %zu rows of %s predicted out of fold by %d fold models in %.1f s\n",
                  fitted->rows.size(), fitted->data_file.string().c_str(), fitted->folds, fitted->seconds);
   }
+  if (evidence && !evidence->flush()) return fail("--predictions: write to " + args.predictions + " failed");
   auto report = router::calibrate_thresholds(**engine, *rows, options, std::move(out_of_fold), args.cross_fit);
   if (!report) return fail(report.error().message);
 
@@ -165,6 +199,10 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
                         "request log file(s) of recent traffic, written with log.text: true: the in-scope "
                         "rows are weighted to the intent mix the model predicts on their questions, so "
                         "the bands hold for the intents people ask most (default: the rows' own mix)");
+  calibrate->add_option("--predictions", args->predictions,
+                        "also write every row the bands rest on as JSON Lines {source: held_out | "
+                        "out_of_fold, text, intent, predicted, confidence, ...}, to see why a band "
+                        "sits where it does");
   calibrate->add_flag("--no-synthetic-oos", args->no_synthetic_oos,
                       "never stand in for missing out-of-scope rows (a share > 0 then needs "
                       "__oos__ rows in the data)");

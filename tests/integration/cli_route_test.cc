@@ -4,6 +4,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -170,15 +171,44 @@ TEST_F(CliRouteTest, CalibrateCrossFitsOnTheModelsOwnTrainingRows) {
   fs::create_directories(work);
   auto crossed = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
                                     source_path("data/demo_faq.jsonl"), "--target-precision", "0.95",
-                                    "--cross-fit", "3", "--out", work + "/thresholds.json"},
+                                    "--cross-fit", "3", "--out", work + "/thresholds.json", "--predictions",
+                                    work + "/evidence.jsonl"},
                                    std::chrono::seconds(300));
   ASSERT_EQ(crossed.exit_code, 0) << crossed.output;
   EXPECT_NE(crossed.output.find("out of fold: the model's training rows"), std::string::npos) << crossed.output;
   EXPECT_NE(crossed.output.find("predicted out of fold by 3 fold models"), std::string::npos) << crossed.output;
   EXPECT_TRUE(fs::exists(work + "/thresholds.json"));
   for (const auto& entry : fs::directory_iterator(work)) {
-    EXPECT_EQ(entry.path().filename(), "thresholds.json") << "left behind: " << entry.path();
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name == "thresholds.json" || name == "evidence.jsonl") << "left behind: " << entry.path();
   }
+  // --predictions: every row the bands rest on, each saying where it came from. The held-out rows
+  // come first, in the data file's order; the out-of-fold rows are the model's training rows.
+  std::map<std::string, std::size_t> by_source;
+  std::ifstream evidence(work + "/evidence.jsonl");
+  std::ifstream held_out(source_path("data/demo_faq.jsonl"));
+  std::string line;
+  std::string data_line;
+  while (std::getline(evidence, line)) {
+    const json row = json::parse(line);
+    const std::string source = row.at("source").get<std::string>();
+    ++by_source[source];
+    EXPECT_TRUE(source == "held_out" || source == "out_of_fold") << line;
+    EXPECT_GE(row.at("confidence").get<double>(), 0.0) << line;
+    EXPECT_LE(row.at("confidence").get<double>(), 1.0) << line;
+    EXPECT_FALSE(row.at("predicted").get<std::string>().empty()) << line;
+    if (source == "held_out") {
+      while (std::getline(held_out, data_line) && data_line.find_first_not_of(" \t\r") == std::string::npos) {
+      }
+      const json data = json::parse(data_line);
+      EXPECT_EQ(row.at("text"), data.at("text")) << line;
+      EXPECT_EQ(row.at("intent"), data.at("intent")) << line;
+    }
+  }
+  EXPECT_GT(by_source["held_out"], 0u);
+  EXPECT_GT(by_source["out_of_fold"], 0u);
+  EXPECT_NE(crossed.output.find(std::to_string(by_source["out_of_fold"]) + " rows of"), std::string::npos)
+      << crossed.output;
   auto refused = ChildProcess::run({hengshi, "calibrate", "--model", *model_, "--data",
                                     source_path("data/demo_faq.jsonl"), "--target-precision", "0.95",
                                     "--cross-fit", "1", "--out", work + "/refused.json"});
