@@ -79,7 +79,7 @@ CacheQuery AnswerCache::query(const ChatRequest& request, const ScopeParts& scop
                                             code_points(question) <= config_.semantic_max_chars);
   query.ttl_s = config_.ttl_for(query.task_type);
   query.tags = request.hengshi.tags;
-  if (!intent.empty() && intent != "__oos__") {
+  if (!intent.empty()) {
     query.intent = intent;
     query.tags.push_back("intent:" + intent);
   }

@@ -69,10 +69,11 @@ struct CacheQuery {
   bool semantic = true;
   std::int64_t ttl_s = 0;
   std::vector<std::string> tags;
-  // The edge intent model's label of the question ("" = none: out of scope, or no intent model).
+  // The edge intent model's label of the question, __oos__ included ("" = no intent model).
   // With one, a semantic hit needs the cached question to carry the same label (the intent
   // guard): questions one intent apart often share most of their words (banking77: "card not
   // arrived" / "card delivery time"); bench/e2e measured 11-19% wrong semantic hits without it.
+  // A question the model calls out of scope never gets an answer cached for an in-scope one.
   std::string intent;
   std::optional<std::vector<float>> vector;  // filled by lookup() or fill() when first needed
 };
@@ -103,7 +104,7 @@ class AnswerCache {
   RedisTier* redis() { return redis_.get(); }
 
   // The query for `request` in `scope`: its key, normalised question, threshold, TTL and tags
-  // (the request's hengshi.tags and "intent:<intent>" when the edge named one).
+  // (the request's hengshi.tags and "intent:<intent>" when the edge labelled it, __oos__ included).
   CacheQuery query(const ChatRequest& request, const ScopeParts& scope, const std::string& intent) const;
 
   // A fresh hit: exact first, then the shared tier on a local miss, then the semantic tier.

@@ -6,6 +6,8 @@
 #include <random>
 
 #include "core/json_text.h"
+#include "edge/intent_dataset.h"
+#include "edge/intent_engine.h"
 #include "server/auth_metrics.h"
 #include "server/cache_control.h"
 #include "server/key_errors.h"
@@ -445,7 +447,11 @@ void ChatCompletions::prepare_cache(const HttpExchange& exchange, const ChatRequ
   const cache::ScopeParts scope{to_string(meta.decision.route), request.model, task_type,
                                 key ? std::string_view(key->cache_scope) : std::string_view("shared")};
   stage.cache = cache_;
-  stage.query = cache_->query(request, scope, meta.decision.intent);
+  // A question the edge reads as likely out of scope carries that label, not its nearest intent's.
+  const Decision& decision = meta.decision;
+  const bool out_of_scope = !decision.intent.empty() &&
+                            edge::likely_out_of_scope(decision.intent == edge::kOutOfScopeIntent, decision.in_scope.value_or(1.0));
+  stage.query = cache_->query(request, scope, out_of_scope ? std::string(edge::kOutOfScopeIntent) : decision.intent);
   stage.read = !control.no_cache;
   stage.write = true;
   auto judge = pools_.find("cloud-small");

@@ -137,9 +137,19 @@ TEST_F(AnswerCacheTest, WithAnIntentModelASemanticHitNeedsTheSameIntent) {
   // The same words, another intent by the edge's reading: refused, and counted.
   EXPECT_FALSE(lookup(query_of(question("my new card has still not arrived yet"), "shared", "card_delivery_estimate")));
   EXPECT_EQ(counter("hengshi_cache_guard_rejections_total", {{"guard", "intent"}}), 1.0);
-  // The same intent: a hit; no intent for the query (no model, or out of scope): the text guards only.
+  // Out of scope by the edge's reading is a label too: never answered with an in-scope entry.
+  EXPECT_FALSE(lookup(query_of(question("my new card has still not arrived yet"), "shared", "__oos__")));
+  EXPECT_EQ(counter("hengshi_cache_guard_rejections_total", {{"guard", "intent"}}), 2.0);
+  // The same intent: a hit; no intent for the query (no model): the text guards only.
   EXPECT_TRUE(lookup(query_of(question("my new card has still not arrived yet"), "shared", "card_arrival")));
   EXPECT_TRUE(lookup(query_of(question("my new card has still not arrived yet"), "shared", "")));
+  // Two questions the model calls out of scope may still share an answer (the n-gram tier reads
+  // their surface, which means the same in or out of the model's domain).
+  fill(question("what is the weather like in Paris today"), "Sunny.", "shared", "__oos__");
+  auto both_out = lookup(query_of(question("what is the weather like in Paris today please"), "shared", "__oos__"));
+  ASSERT_TRUE(both_out);
+  EXPECT_EQ(both_out->tier, CacheTier::semantic);
+  EXPECT_EQ(cache_->invalidate({"intent:__oos__"}), 1u);
 }
 
 TEST_F(AnswerCacheTest, ALongTemplatedPromptIsNeverASemanticHitOnlyAnExactOne) {

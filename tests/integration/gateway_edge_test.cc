@@ -42,11 +42,13 @@ class GatewayEdgeTest : public DemoIntentFixture {
  protected:
 
   // Serves the demo model; the router's default band is {high, low}.
-  void start_with_intent(double high = 0.5, double low = 0.3, const std::string& middle_band_route = "cloud-small") {
+  void start_with_intent(double high = 0.5, double low = 0.3, const std::string& middle_band_route = "cloud-small",
+                         const std::string& cache_yaml = GatewayOptions{}.cache_yaml) {
     policy_path_ = temp_path("policy.yaml");
     std::ofstream(policy_path_) << "confidence:\n  default_band: {high: " << high << ", low: " << low
                                 << "}\n  middle_band_route: " << middle_band_route << "\n";
     GatewayOptions options;
+    options.cache_yaml = cache_yaml;
     options.extra_yaml = "edge:\n  intent_model: " + *model_dir_ + "\nrouting:\n  policy_file: " + policy_path_ + "\n";
     start(options);
   }
@@ -119,6 +121,22 @@ TEST_F(GatewayEdgeTest, OutOfScopeGoesToCloudSmallAsQualityFallback) {
   EXPECT_EQ(meta["fallback_type"], "quality");
   EXPECT_EQ(meta["intent"], "__oos__");
   EXPECT_EQ(sim_requests(*small_), 1);
+}
+
+// The edge's reading reaches the cache: a cloud answer to a question the model calls out of
+// scope is filed under intent:__oos__, so the intent guard never hands it to an in-scope question
+// (and an operator can drop every such answer at once).
+TEST_F(GatewayEdgeTest, ACachedAnswerToAnOutOfScopeQuestionCarriesThatLabel) {
+  start_with_intent(0.5, 0.3, "cloud-small", "cache: {threshold: 0.8}\n");
+  auto reply = chat(user_message("edge", "今天天气怎么样"));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  ASSERT_EQ(reply.json()["hengshi"]["intent"], "__oos__");
+  ASSERT_EQ(chat(user_message("edge", "今天天气怎么样")).json()["hengshi"]["cache"], "exact");
+  auto removed = admin_post("/admin/cache/invalidate", {}, R"({"tags": ["intent:__oos__"]})");
+  ASSERT_EQ(removed.status, 200) << removed.body;
+  EXPECT_EQ(removed.json()["removed"], 1);
+  EXPECT_EQ(chat(user_message("edge", "今天天气怎么样")).json()["hengshi"]["cache"], "miss");
+  EXPECT_EQ(sim_requests(*small_), 2);
 }
 
 TEST_F(GatewayEdgeTest, MiddleBandGoesToCloudSmall) {
