@@ -71,6 +71,10 @@ struct Options {
   // Shares of faq, oos, hard, pii, complaint: a customer-service desk, where most questions are
   // the FAQ's and academic-hard ones are few (--mix changes it; the closing line names it).
   std::vector<double> mix = {73, 12, 3, 6, 6};
+  // The semantic cache tier of the configurations with an edge model (cache.embedder,
+  // cache.threshold); cloud+cache has no intent model, so it keeps the n-gram default.
+  std::string cache_embedder = "ngram";
+  double cache_threshold = 0.7;
 };
 
 // Prices per 1k tokens: a small and a large hosted model of today.
@@ -470,7 +474,10 @@ int run(const Options& options) {
         << "log: {requests: \"" << log << "\"" << (log.empty() ? "" : ", text: true") << "}\n"
         << "routing: {complexity_model: " << work << "/complexity"
         << (edge ? ", thresholds_file: " + thresholds : std::string()) << "}\n"
-        << "cache: {enabled: " << (cache ? "true" : "false") << "}\n"
+        << "cache: {enabled: " << (cache ? "true" : "false")
+        << (edge ? ", embedder: " + options.cache_embedder + ", threshold: " + std::to_string(options.cache_threshold)
+                 : std::string())
+        << "}\n"
         << "pools:\n"
         << "  cloud-small: {members: [{name: s1, base_url: \"" << small->base_url() << "/v1\", model: sim-small, "
         << "price_input_per_1k: " << kSmallIn << ", price_output_per_1k: " << kSmallOut << "}]}\n"
@@ -639,6 +646,12 @@ int main(int argc, char** argv) {
   app.add_option("--mix", options.mix, "shares of faq,oos,hard,pii,complaint (default 73,12,3,6,6)")
       ->delimiter(',')
       ->expected(5);
+  app.add_option("--cache-embedder", options.cache_embedder,
+                 "cache.embedder of the configurations with an edge model: ngram or fasttext (default ngram)")
+      ->check(CLI::IsMember({"ngram", "fasttext"}));
+  app.add_option("--cache-threshold", options.cache_threshold,
+                 "cache.threshold (semantic cosine) of the configurations with an edge model (default 0.7)")
+      ->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   if (options.build_dir.empty()) {
     std::error_code ec;
