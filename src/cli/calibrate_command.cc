@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "edge/cross_fit.h"
 #include "edge/intent_engine.h"
 #include "obs/request_log_reader.h"
@@ -119,8 +120,7 @@ int run_calibrate(const CalibrateArgs& args) {
     evidence.emplace(args.predictions, std::ios::binary | std::ios::trunc);
     if (!*evidence) return fail("--predictions: cannot write " + args.predictions);
     for (const router::CalibrationRow& row : *rows) {
-      *evidence << evidence_line("held_out", row.text, row.intent, (*engine)->predict(row.text))
-                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+      *evidence << dump_text(evidence_line("held_out", row.text, row.intent, (*engine)->predict(row.text)))
                 << '\n';
     }
   }
@@ -136,9 +136,7 @@ int run_calibrate(const CalibrateArgs& args) {
     for (const edge::OutOfFoldRow& row : fitted->rows) {
       out_of_fold.push_back(router::labelled_prediction(row.prediction, args.default_task_type, row.intent));
       if (evidence) {
-        *evidence << evidence_line("out_of_fold", row.text, row.intent, row.prediction)
-                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                  << '\n';
+        *evidence << dump_text(evidence_line("out_of_fold", row.text, row.intent, row.prediction)) << '\n';
       }
     }
     std::fprintf(stderr, "hengshi calibrate: %zu rows of %s predicted out of fold by %d fold models in %.1f s\n",

@@ -27,7 +27,9 @@ class IntentEmbedder : public Embedder {
   const std::string& name() const override { return name_; }
   int dim() const override { return engine_.dim(); }
   Result<std::vector<float>> embed(std::string_view text) const override {
-    if (likely_out_of_scope(engine_.predict(text))) return std::vector<float>(static_cast<std::size_t>(dim()), 0.0f);
+    if (likely_out_of_scope(engine_.predict(text))) {
+      return std::vector<float>(static_cast<std::size_t>(dim()), 0.0f);
+    }
     std::vector<float> vector = engine_.sentence_vector(text);
     normalize_unit(vector);
     return vector;

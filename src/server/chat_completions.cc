@@ -447,11 +447,13 @@ void ChatCompletions::prepare_cache(const HttpExchange& exchange, const ChatRequ
   const cache::ScopeParts scope{to_string(meta.decision.route), request.model, task_type,
                                 key ? std::string_view(key->cache_scope) : std::string_view("shared")};
   stage.cache = cache_;
-  // A question the edge reads as likely out of scope carries that label, not its nearest intent's.
+  // A question the edge reads as likely out of scope carries that label, not its nearest intent's
+  // (in_scope is unset when the intent model did not run: no label then).
   const Decision& decision = meta.decision;
-  const bool out_of_scope = !decision.intent.empty() &&
-                            edge::likely_out_of_scope(decision.intent == edge::kOutOfScopeIntent, decision.in_scope.value_or(1.0));
-  stage.query = cache_->query(request, scope, out_of_scope ? std::string(edge::kOutOfScopeIntent) : decision.intent);
+  const bool out_of_scope = edge::likely_out_of_scope(decision.intent == edge::kOutOfScopeIntent,
+                                                      decision.in_scope.value_or(1.0));
+  stage.query =
+      cache_->query(request, scope, out_of_scope ? std::string(edge::kOutOfScopeIntent) : decision.intent);
   stage.read = !control.no_cache;
   stage.write = true;
   auto judge = pools_.find("cloud-small");

@@ -5,12 +5,14 @@
 #include "support/child_process.h"
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
 
+#include "edge/intent_embedder.h"
 #include "edge/intent_trainer.h"
 
 namespace hengshi::edge {
@@ -232,6 +234,48 @@ TEST_F(IntentEngineTest, RefusesACorruptModelBinaryEvenWithAMatchingManifest) {
   }
   write_json(dir / "manifest.json", manifest);
   expect_refused(dir, {"model.bin", "cannot load"});
+}
+
+// The one rule for "the model's reading says little": its own out-of-scope label, or P(in scope)
+// under one half (a model trained without out-of-scope rows still names its nearest intent).
+TEST(LikelyOutOfScopeTest, TheOutOfScopeLabelOrLessThanAnEvenChanceOfBeingInScope) {
+  EXPECT_TRUE(likely_out_of_scope(true, 0.9));
+  EXPECT_TRUE(likely_out_of_scope(false, 0.08));
+  EXPECT_TRUE(likely_out_of_scope(false, 0.49));
+  EXPECT_FALSE(likely_out_of_scope(false, 0.5));
+  EXPECT_FALSE(likely_out_of_scope(false, 0.97));
+  IntentPrediction nearest;
+  nearest.intent = "verify_my_identity";
+  nearest.is_oos = false;
+  nearest.in_scope = 0.08;
+  EXPECT_TRUE(likely_out_of_scope(nearest));
+}
+
+double norm(const std::vector<float>& vector) {
+  double sum = 0;
+  for (float x : vector) sum += static_cast<double>(x) * x;
+  return std::sqrt(sum);
+}
+
+// The engine's sentence vectors as an Embedder (edge/intent_embedder.h): in the model's domain a
+// question embeds to a unit vector; out of it (likely_out_of_scope) to zeros, so the cache's
+// semantic tier never pairs two questions the model knows nothing about by their collapsed means.
+TEST_F(IntentEngineTest, AsAnEmbedderInScopeQuestionsGetUnitVectorsAndOutOfScopeOnesZeros) {
+  auto engine = load();
+  ASSERT_TRUE(engine);
+  const IntentEmbedder embedder(*engine);
+  ASSERT_FALSE(engine->predict("where is my order").is_oos);
+  auto order = embedder.embed("where is my order");
+  ASSERT_TRUE(order);
+  ASSERT_EQ(order->size(), static_cast<std::size_t>(embedder.dim()));
+  EXPECT_NEAR(norm(*order), 1.0, 1e-4);
+
+  ASSERT_TRUE(engine->predict("tell me a joke").is_oos);
+  auto joke = embedder.embed("tell me a joke");
+  ASSERT_TRUE(joke);
+  ASSERT_EQ(joke->size(), static_cast<std::size_t>(embedder.dim()));
+  EXPECT_EQ(norm(*joke), 0.0);
+  EXPECT_EQ(cosine(*joke, *order), 0.0f);
 }
 
 }  // namespace
