@@ -185,16 +185,23 @@ Result<ComplexityKind> complexity_kind_from_name(std::string_view name) {
                "kind \"" + std::string(name) + "\": expected features, fasttext or combined"};
 }
 
+double LogisticWeights::standardised(std::size_t j, double x) const {
+  const double z = (x - mean[j]) / scale[j];
+  return clip > 0 ? std::clamp(z, -clip, clip) : z;
+}
+
 double LogisticWeights::log_odds(std::span<const double> inputs) const {
   double sum = bias;
   for (std::size_t i = 0; i < weights.size() && i < inputs.size(); ++i) {
-    sum += weights[i] * (inputs[i] - mean[i]) / scale[i];
+    sum += weights[i] * standardised(i, inputs[i]);
   }
   return sum;
 }
 
 json LogisticWeights::to_json() const {
-  return {{"mean", mean}, {"scale", scale}, {"weights", weights}, {"bias", bias}};
+  json out = {{"mean", mean}, {"scale", scale}, {"weights", weights}, {"bias", bias}};
+  if (clip > 0) out["clip"] = clip;
+  return out;
 }
 
 Result<LogisticWeights> LogisticWeights::from_json(const json& value, std::size_t inputs,
@@ -224,6 +231,12 @@ Result<LogisticWeights> LogisticWeights::from_json(const json& value, std::size_
     return invalid(file, "bias", "missing or not a finite number");
   }
   weights.bias = bias->get<double>();
+  if (const auto clip = value.find("clip"); clip != value.end()) {
+    if (!clip->is_number() || !(clip->get<double>() > 0) || !std::isfinite(clip->get<double>())) {
+      return invalid(file, "clip", "not a finite number > 0");
+    }
+    weights.clip = clip->get<double>();
+  }
   return weights;
 }
 

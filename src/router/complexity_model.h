@@ -57,6 +57,12 @@ enum class ComplexityKind { kFeatures, kFastText, kCombined };
 std::string_view complexity_kind_name(ComplexityKind kind);
 Result<ComplexityKind> complexity_kind_from_name(std::string_view name);
 
+// How far (in standard deviations of the training rows) a standardised input may reach. A
+// linear score extrapolates without end: "孕21周" is half digits, 18 sd above the training
+// mean of digit_share, and that one input made a 4-character question "hard". Capped, an input
+// far outside the training range counts as much as the training rows' own extremes.
+inline constexpr double kStandardisedInputCap = 4.0;
+
 // A logistic model over standardised inputs: the features, then (kinds with fastText) the
 // fastText log-odds as the last input.
 struct LogisticWeights {
@@ -64,7 +70,12 @@ struct LogisticWeights {
   std::vector<double> scale;  // > 0
   std::vector<double> weights;
   double bias = 0;
+  // |standardised input| is capped here, in training and in scoring; 0 = no cap (models
+  // trained before the cap existed, whose weights.json has no "clip").
+  double clip = 0;
 
+  // (x - mean[j]) / scale[j], capped at ±clip.
+  double standardised(std::size_t j, double x) const;
   double log_odds(std::span<const double> inputs) const;
   nlohmann::json to_json() const;
   static Result<LogisticWeights> from_json(const nlohmann::json& json, std::size_t inputs,

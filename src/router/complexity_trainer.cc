@@ -78,6 +78,7 @@ LogisticWeights fit_logistic(const std::vector<std::vector<double>>& inputs,
   model.mean.assign(d, 0.0);
   model.scale.assign(d, 1.0);
   model.weights.assign(d, 0.0);
+  model.clip = kStandardisedInputCap;
   // Weighted moments and likelihood: a row of weight w counts as w rows. The penalty is scaled
   // to the total weight over n, so weights that are all 1 give exactly the unweighted fit.
   double total = 0;
@@ -102,7 +103,7 @@ LogisticWeights fit_logistic(const std::vector<std::vector<double>>& inputs,
     std::vector<double> gradient(p, 0.0), hessian(p * p, 0.0);
     for (std::size_t i = 0; i < n; ++i) {
       z[0] = 1.0;
-      for (std::size_t j = 0; j < d; ++j) z[j + 1] = (inputs[i][j] - model.mean[j]) / model.scale[j];
+      for (std::size_t j = 0; j < d; ++j) z[j + 1] = model.standardised(j, inputs[i][j]);
       double eta = 0;
       for (std::size_t j = 0; j < p; ++j) eta += beta[j] * z[j];
       const double prob = 1.0 / (1.0 + std::exp(-eta));

@@ -148,6 +148,47 @@ TEST(ComplexityTrainerTest, LearnedScoreRanksHeldOutHardAboveEasy) {
   EXPECT_LE(above, 160u);
 }
 
+TEST(ComplexityTrainerTest, AnInputFarOutsideTheTrainingRangeCountsAsTheRangesEdge) {
+  // In the generated rows long words and digits lean hard, but no row is one long run of digits.
+  // A card number pasted alone is 10+ sd past every training row on those inputs: a score that
+  // extrapolates calls it hard. Capped, its other inputs (one short line) still count.
+  auto report = train_complexity_model(generated_rows(150, 1), {});
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  const ComplexityModel& model = *report->model;
+  EXPECT_DOUBLE_EQ(model.logistic().clip, kStandardisedInputCap);
+  const std::string card_number = "4111111111111111";
+  EXPECT_FALSE(model.is_hard(model.score(card_number, 1)));
+  LogisticWeights uncapped = model.logistic();
+  uncapped.clip = 0;
+  const ComplexityModel extrapolating(ComplexityKind::kFeatures, uncapped, nullptr, {},
+                                      model.cut(), model.large_share(), "uncapped");
+  EXPECT_TRUE(extrapolating.is_hard(extrapolating.score(card_number, 1)));
+}
+
+TEST(LogisticWeightsTest, StandardisedInputsAreCappedAndTheCapRoundTrips) {
+  LogisticWeights weights{.mean = {1.0, 0.0}, .scale = {2.0, 1.0}, .weights = {1.0, -1.0},
+                          .bias = 0.5, .clip = 4.0};
+  EXPECT_DOUBLE_EQ(weights.standardised(0, 5.0), 2.0);
+  EXPECT_DOUBLE_EQ(weights.standardised(0, 101.0), 4.0);
+  EXPECT_DOUBLE_EQ(weights.standardised(1, -100.0), -4.0);
+  EXPECT_DOUBLE_EQ(weights.log_odds(std::vector<double>{101.0, -100.0}), 0.5 + 4.0 + 4.0);
+
+  auto read = LogisticWeights::from_json(weights.to_json(), 2, "weights.json");
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_DOUBLE_EQ(read->clip, 4.0);
+  // A model trained before the cap has no "clip": its inputs are not capped.
+  nlohmann::json old = weights.to_json();
+  old.erase("clip");
+  auto old_read = LogisticWeights::from_json(old, 2, "weights.json");
+  ASSERT_TRUE(old_read.ok());
+  EXPECT_DOUBLE_EQ(old_read->clip, 0.0);
+  EXPECT_DOUBLE_EQ(old_read->standardised(0, 101.0), 50.0);
+  old["clip"] = -1;
+  auto bad = LogisticWeights::from_json(old, 2, "weights.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("clip"), std::string::npos);
+}
+
 TEST(ComplexityTrainerTest, RejectsOneClassDataAndBadShares) {
   std::vector<ComplexityRow> rows = generated_rows(5, 3);
   ComplexityTrainOptions options;
