@@ -10,6 +10,9 @@
 //   complexity-only   hengshi, no edge, no cache: cloud-small, or cloud-large for hard questions
 //   cloud+cache       the same with the answer cache
 //   hengshi           the edge, calibrated thresholds, cache and complexity routing together
+// Each configuration with a cache is first warmed with --warm-up requests of the same mix (other
+// draws, not measured), so its cache is in steady state as in production; hengshi is also shown
+// with a cold cache. The targets are read on hengshi, warmed.
 // For each: end-to-end latency and TTFT percentiles, the share per route and level, accuracy on
 // model answers against the labels (an FAQ answer is right when its intent is; a hard question
 // when the pool that answered got it right in the RouteLLM data; an out-of-scope question when a
@@ -68,6 +71,7 @@ struct Options {
   double target_precision = 0.99;
   std::uint64_t seed = 1;
   std::int64_t deadline_ms = 10'000;
+  std::size_t warm_up = 1500;  // requests played before each configuration with a cache; 0 = cold
   // Shares of faq, oos, hard, pii, complaint: a customer-service desk, where most questions are
   // the FAQ's and academic-hard ones are few (--mix changes it; the closing line names it).
   std::vector<double> mix = {73, 12, 3, 6, 6};
@@ -175,21 +179,52 @@ std::string route_of(const Outcome& o, bool direct) {
   return o.answered_by.empty() ? "none" : "gateway";
 }
 
+// A model answer that is not a cache hit: right by the request's label (an FAQ answer when its
+// intent is, a hard question when the pool that answered got it right in the RouteLLM data, an
+// out-of-scope question when a cloud model answered it).
+bool answered_right(const Request& r, const Outcome& o, const std::string& route) {
+  const bool cloud = route == "cloud-small" || route == "cloud-large";
+  switch (r.kind) {
+    case Kind::faq:
+    case Kind::pii:
+    case Kind::complaint: return route == "edge" ? o.intent == r.label : cloud;
+    case Kind::oos: return cloud;
+    case Kind::hard: return route == "cloud-small" ? r.small_correct : route == "cloud-large" && r.large_correct;
+  }
+  return false;
+}
+
+// A cached answer is judged by the request whose answer it is (found by its text: the sim's
+// answers are unique, the edge's name their intent): right when that request asked the same.
+struct Origin {
+  Kind kind;
+  std::string label;
+  std::string text;
+  bool right;
+};
+using Origins = std::map<std::string, Origin>;
+
+// Registers the answers of `outcomes` that a later request may be served from the cache.
+void add_origin(Origins& origin_of, const Request& r, const Outcome& o, const std::string& route) {
+  const bool cloud = route == "cloud-small" || route == "cloud-large";
+  if (route == "cache" || o.content.empty() || (!cloud && route != "edge")) return;
+  origin_of.emplace(o.content, Origin{r.kind, r.label, r.text, answered_right(r, o, route) || cloud});
+}
+
+// `warm_traffic` / `warm_outcomes`: the warm-up before the measured run, not counted; its answers
+// are the origins of the cache hits they left.
 Summary summarise(const std::string& name, const std::vector<Request>& traffic, const std::vector<Planned>& schedule,
-                  const std::vector<Outcome>& outcomes, bool direct) {
+                  const std::vector<Outcome>& outcomes, bool direct, const std::vector<Request>& warm_traffic = {},
+                  const std::vector<Outcome>& warm_outcomes = {}) {
   Summary s;
   s.name = name;
   s.requests = outcomes.size();
   std::vector<double> latency, ttft;
-  // A cached answer is judged by the request whose answer it is (found by its text: the sim's
-  // answers are unique, the edge's name their intent): right when that request asked the same.
-  struct Origin {
-    Kind kind;
-    std::string label;
-    std::string text;
-    bool right;
-  };
-  std::map<std::string, Origin> origin_of;
+  Origins origin_of;
+  for (std::size_t i = 0; i < warm_outcomes.size() && i < warm_traffic.size(); ++i) {
+    const Outcome& o = warm_outcomes[i];
+    if (o.status == 200 && o.valid && o.kind == "model") add_origin(origin_of, warm_traffic[i], o, route_of(o, direct));
+  }
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
     const Request& r = traffic[i];
@@ -225,7 +260,6 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
     ++s.model;
     ++by_kind.model;
     bool right = false;
-    const bool edge = route == "edge";
     const bool cloud = route == "cloud-small" || route == "cloud-large";
     const bool faq_like = r.kind == Kind::faq || r.kind == Kind::pii || r.kind == Kind::complaint;
     if (route == "cache") {
@@ -238,14 +272,8 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
         right = same_question && from.right;
       }
     } else {
-      switch (r.kind) {
-        case Kind::faq:
-        case Kind::pii:
-        case Kind::complaint: right = edge ? o.intent == r.label : cloud; break;
-        case Kind::oos: right = cloud; break;
-        case Kind::hard: right = route == "cloud-small" ? r.small_correct : route == "cloud-large" && r.large_correct; break;
-      }
-      if (!o.content.empty()) origin_of.emplace(o.content, Origin{r.kind, r.label, r.text, right || cloud});
+      right = answered_right(r, o, route);
+      add_origin(origin_of, r, o, route);
     }
     if (!right && !(cloud && r.kind == Kind::hard)) {
       ++by_kind.wrong[route + (o.cache == "semantic" ? " (semantic)" : "")];
@@ -398,9 +426,9 @@ int run(const Options& options) {
   std::discrete_distribution<int> pick_kind(options.mix.begin(), options.mix.end());
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::exponential_distribution<double> gap(options.rate);
-  auto make_traffic = [&](std::vector<Request>& traffic, std::vector<Planned>& schedule) {
+  auto make_traffic = [&](std::vector<Request>& traffic, std::vector<Planned>& schedule, std::size_t count) {
   double t = 0.0;
-  for (std::size_t i = 0; i < options.requests; ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     Request r;
     r.kind = static_cast<Kind>(pick_kind(rng));
     auto faq_question = [&] {
@@ -434,12 +462,18 @@ int run(const Options& options) {
   };
   std::vector<Request> traffic;
   std::vector<Planned> schedule;
-  make_traffic(traffic, schedule);
+  make_traffic(traffic, schedule, options.requests);
   // Last week: the same mix, other draws (made after this week's, so this week's traffic is the
   // same with or without it).
   std::vector<Request> last_week_traffic;
   std::vector<Planned> last_week;
-  if (options.traffic_mix) make_traffic(last_week_traffic, last_week);
+  if (options.traffic_mix) make_traffic(last_week_traffic, last_week, options.requests);
+  // The warm-up: the same mix, other draws again, played before each configuration with a cache
+  // and not measured, so the table shows a cache in steady state rather than one filling up from
+  // empty during the measured requests (at 40/s, a 1-hour TTL holds ~144,000 requests' answers).
+  std::vector<Request> warm_up_traffic;
+  std::vector<Planned> warm_up;
+  if (options.warm_up > 0) make_traffic(warm_up_traffic, warm_up, options.warm_up);
   std::map<std::string, std::size_t> mix;
   for (const auto& r : traffic) ++mix[kind_name(r.kind)];
   std::printf("traffic: %zu requests at %.0f/s (Poisson), 20%% streamed:", traffic.size(), options.rate);
@@ -488,11 +522,20 @@ int run(const Options& options) {
   };
 
   std::vector<Summary> results;
-  auto run_target = [&](const std::string& name, int port, const std::string& model, bool direct) {
+  auto run_target = [&](const std::string& name, int port, const std::string& model, bool direct, bool warm) {
+    Target warming{name, port, model, {}};
+    if (warm && !warm_up.empty()) {
+      const auto warm_started = Clock::now() + Millis(200);
+      hengshi::bench::run_load(warm_up, {&warming}, warm_started, options.deadline_ms, Millis(options.deadline_ms + 5000));
+      std::size_t answered = 0;
+      for (const auto& o : warming.outcomes) answered += o.status == 200 ? 1 : 0;
+      std::printf("warmed %-15s with %zu requests (%zu answered 200) in %.1f s\n", name.c_str(), warm_up.size(),
+                  answered, std::chrono::duration<double>(Clock::now() - warm_started).count());
+    }
     Target target{name, port, model, {}};
     const auto started = Clock::now() + Millis(200);
     hengshi::bench::run_load(schedule, {&target}, started, options.deadline_ms, Millis(options.deadline_ms + 5000));
-    results.push_back(summarise(name, traffic, schedule, target.outcomes, direct));
+    results.push_back(summarise(name, traffic, schedule, target.outcomes, direct, warm_up_traffic, warming.outcomes));
     std::printf("ran %-16s in %.1f s\n", name.c_str(), std::chrono::duration<double>(Clock::now() - started).count());
     std::fflush(stdout);
   };
@@ -512,20 +555,24 @@ int run(const Options& options) {
     if (!calibrate(work + "/thresholds.json", log)) return 2;
   }
   const std::string thresholds = work + "/thresholds.json";
-  std::vector<std::tuple<std::string, std::string, bool>> gateways = {{"complexity-only", "", false},
-                                                                      {"cloud+cache", "", true}};
-  if (options.traffic_mix) gateways.emplace_back("hengshi (week 1)", first_thresholds, true);
-  gateways.emplace_back("hengshi", thresholds, true);
+  // {name, thresholds, cache, warm-up}. hengshi with a cold cache is shown beside it; the targets
+  // are read on the last row, hengshi in steady state.
+  const bool warm = options.warm_up > 0;
+  std::vector<std::tuple<std::string, std::string, bool, bool>> gateways = {{"complexity-only", "", false, false},
+                                                                            {"cloud+cache", "", true, warm}};
+  if (options.traffic_mix) gateways.emplace_back("hengshi (week 1)", first_thresholds, true, warm);
+  if (warm) gateways.emplace_back("hengshi (cold)", thresholds, true, false);
+  gateways.emplace_back("hengshi", thresholds, true, warm);
   hengshi::Progress progress("bench_e2e: configurations", 1 + gateways.size());
-  run_target("all-cloud-large", large->port(), "sim-large", true);
+  run_target("all-cloud-large", large->port(), "sim-large", true, false);
   progress.advance();
-  for (const auto& [name, thresholds_file, cache] : gateways) {
+  for (const auto& [name, thresholds_file, cache, warmed] : gateways) {
     std::string file_name = name;
     std::replace(file_name.begin(), file_name.end(), ' ', '-');
     file_name.erase(std::remove_if(file_name.begin(), file_name.end(), [](char c) { return c == '(' || c == ')'; }),
                     file_name.end());
     auto gateway = start({hengshi, "serve", "--config", gateway_config(file_name, thresholds_file, cache)}, 2);
-    run_target(name, gateway->port(), "auto", false);
+    run_target(name, gateway->port(), "auto", false, warmed);
     progress.advance();
     gateway.reset();
     hengshi::bench::track_child(2, 0);
@@ -640,6 +687,11 @@ int main(int argc, char** argv) {
                  "on: log last week's traffic under the first thresholds and refit them for its intent mix "
                  "(calibrate --traffic-log); off: the first thresholds alone (default on)");
   app.add_option("--requests", options.requests, "requests per configuration")->check(CLI::Range(50, 100000));
+  app.add_option("--warm-up", options.warm_up,
+                 "requests of the same mix (other draws) played before each configuration with a cache, not "
+                 "measured: the table shows the cache in steady state; 0 = every cache starts empty (default 1500; "
+                 "hengshi is also shown cold)")
+      ->check(CLI::Range(0, 100000));
   app.add_option("--rate", options.rate, "requests per second (open loop)")->check(CLI::Range(1.0, 2000.0));
   app.add_option("--target-precision", options.target_precision, "hengshi calibrate --target-precision");
   app.add_option("--seed", options.seed, "seed of the data splits, the traffic and the sims");
@@ -658,9 +710,10 @@ int main(int argc, char** argv) {
     const fs::path self = fs::canonical("/proc/self/exe", ec);  // <build>/bench/bench_e2e
     options.build_dir = ec ? "build" : self.parent_path().parent_path().string();
   }
-  // Watchdog: training and two calibrations, up to six runs of the traffic at its rate, and a margin.
+  // Watchdog: training and two calibrations, up to seven runs of the traffic and three warm-ups at its rate, and a margin.
   hengshi::bench::kill_children_on_exit(
-      "bench_e2e", static_cast<unsigned>(2400 + 6 * (static_cast<double>(options.requests) / options.rate + 30)));
+      "bench_e2e", static_cast<unsigned>(2400 + 7 * (static_cast<double>(options.requests) / options.rate + 30) +
+                                         3 * (static_cast<double>(options.warm_up) / options.rate + 30)));
   try {
     return run(options);
   } catch (const std::exception& error) {
