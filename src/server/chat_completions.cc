@@ -454,6 +454,14 @@ void ChatCompletions::prepare_cache(const HttpExchange& exchange, const ChatRequ
                                                       decision.in_scope.value_or(1.0));
   stage.query =
       cache_->query(request, scope, out_of_scope ? std::string(edge::kOutOfScopeIntent) : decision.intent);
+  // A question the complexity score calls hard turns on its details: another number, premise or
+  // option changes the answer, and templated questions ("Select the best translation into
+  // predicate logic: ...") share most of their words. Only its exact text is served from, or
+  // indexed in, the cache.
+  if (reason == Reason::complexity_high || reason == Reason::complexity_hard) {
+    stage.query.semantic = false;
+    meta.decision.figures["cache_semantic"] = "off_hard";
+  }
   stage.read = !control.no_cache;
   stage.write = true;
   auto judge = pools_.find("cloud-small");

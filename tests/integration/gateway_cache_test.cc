@@ -73,6 +73,34 @@ TEST_F(GatewayCacheTest, AParaphraseIsASemanticHitAndANegationIsNot) {
   EXPECT_EQ(sim_requests(*small_), 2);
 }
 
+TEST_F(GatewayCacheTest, AHardQuestionIsServedOnlyByItsExactText) {
+  start_cached();
+  // The hand score calls this hard (complexity_high: cloud-large). One word changes the answer
+  // (three odd numbers sum to an odd one, four to an even one); to the n-gram embedder the two
+  // questions are the same.
+  const std::string hard =
+      "Prove step by step that the sum of two odd numbers is even, then compare it with the proof "
+      "for three odd numbers. Why?";
+  std::string changed = hard;
+  changed.replace(changed.find("three"), 5, "four");
+  auto first = chat(ask(hard, {{"model", "auto"}}));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.json()["hengshi"]["reason"], "complexity_high");
+  EXPECT_EQ(first.json()["hengshi"]["figures"]["cache_semantic"], "off_hard");
+  auto near_copy = chat(ask(changed, {{"model", "auto"}}));
+  ASSERT_EQ(near_copy.status, 200) << near_copy.body;
+  EXPECT_EQ(near_copy.json()["hengshi"]["reason"], "complexity_high");
+  EXPECT_EQ(near_copy.json()["hengshi"]["cache"], "miss") << near_copy.body;
+  auto again = chat(ask(hard, {{"model", "auto"}}));
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["hengshi"]["cache"], "exact");
+  EXPECT_EQ(sim_requests(*large_), 2);
+  // An easy question keeps the semantic tier.
+  ASSERT_EQ(chat(ask("How do I reset my account password?", {{"model", "auto"}})).status, 200);
+  auto paraphrase = chat(ask("How do I reset my account password please?", {{"model", "auto"}}));
+  EXPECT_EQ(paraphrase.json()["hengshi"]["cache"], "semantic") << paraphrase.body;
+}
+
 // cache.verify_band: a hit just under the threshold is served only when cloud-small says yes
 // (the sim plays the judge: [[sim:reply=...]] in the question makes it answer exactly that).
 TEST_F(GatewayCacheTest, ABorderlineHitIsServedOnlyWhenTheCloudCheckAgrees) {
