@@ -182,16 +182,17 @@ std::string route_of(const Outcome& o, bool direct) {
   return o.answered_by.empty() ? "none" : "gateway";
 }
 
+bool is_cloud(const std::string& route) { return route == "cloud-small" || route == "cloud-large"; }
+
 // A model answer that is not a cache hit: right by the request's label (an FAQ answer when its
 // intent is, a hard question when the pool that answered got it right in the RouteLLM data, an
 // out-of-scope question when a cloud model answered it).
 bool answered_right(const Request& r, const Outcome& o, const std::string& route) {
-  const bool cloud = route == "cloud-small" || route == "cloud-large";
   switch (r.kind) {
     case Kind::faq:
     case Kind::pii:
-    case Kind::complaint: return route == "edge" ? o.intent == r.label : cloud;
-    case Kind::oos: return cloud;
+    case Kind::complaint: return route == "edge" ? o.intent == r.label : is_cloud(route);
+    case Kind::oos: return is_cloud(route);
     case Kind::hard: return route == "cloud-small" ? r.small_correct : route == "cloud-large" && r.large_correct;
   }
   return false;
@@ -207,11 +208,11 @@ struct Origin {
 };
 using Origins = std::map<std::string, Origin>;
 
-// Registers the answers of `outcomes` that a later request may be served from the cache.
-void add_origin(Origins& origin_of, const Request& r, const Outcome& o, const std::string& route) {
-  const bool cloud = route == "cloud-small" || route == "cloud-large";
-  if (route == "cache" || o.content.empty() || (!cloud && route != "edge")) return;
-  origin_of.emplace(o.content, Origin{r.kind, r.label, r.text, answered_right(r, o, route) || cloud});
+// Registers an edge or cloud answer (`right` as answered_right judged it) that a later request
+// may be served from the cache.
+void add_origin(Origins& origin_of, const Request& r, const Outcome& o, const std::string& route, bool right) {
+  if (o.content.empty() || (!is_cloud(route) && route != "edge")) return;
+  origin_of.emplace(o.content, Origin{r.kind, r.label, r.text, right || is_cloud(route)});
 }
 
 // `warm_traffic` / `warm_outcomes`: the warm-up before the measured run, not counted; its answers
@@ -226,7 +227,9 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
   Origins origin_of;
   for (std::size_t i = 0; i < warm_outcomes.size() && i < warm_traffic.size(); ++i) {
     const Outcome& o = warm_outcomes[i];
-    if (o.status == 200 && o.valid && o.kind == "model") add_origin(origin_of, warm_traffic[i], o, route_of(o, direct));
+    if (o.status != 200 || !o.valid || o.kind != "model") continue;
+    const std::string route = route_of(o, direct);
+    add_origin(origin_of, warm_traffic[i], o, route, answered_right(warm_traffic[i], o, route));
   }
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
@@ -254,7 +257,7 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
     } else {
       s.cost += o.cost.value_or(0.0);
     }
-    if ((r.kind == Kind::pii) && (route == "cloud-small" || route == "cloud-large")) ++s.pii_to_cloud;
+    if (r.kind == Kind::pii && is_cloud(route)) ++s.pii_to_cloud;
     ++s.routes[route];
     if (!direct && o.kind != "model") {
       ++s.degraded;
@@ -263,7 +266,7 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
     ++s.model;
     ++by_kind.model;
     bool right = false;
-    const bool cloud = route == "cloud-small" || route == "cloud-large";
+    const bool cloud = is_cloud(route);
     const bool faq_like = r.kind == Kind::faq || r.kind == Kind::pii || r.kind == Kind::complaint;
     if (route == "cache") {
       auto origin = origin_of.find(o.content);
@@ -276,7 +279,7 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
       }
     } else {
       right = answered_right(r, o, route);
-      add_origin(origin_of, r, o, route);
+      add_origin(origin_of, r, o, route, right);
     }
     if (!right && !(cloud && r.kind == Kind::hard)) {
       ++by_kind.wrong[route + (o.cache == "semantic" ? " (semantic)" : "")];
