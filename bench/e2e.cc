@@ -198,13 +198,16 @@ bool answered_right(const Request& r, const Outcome& o, const std::string& route
   return false;
 }
 
-// A cached answer is judged by the request whose answer it is (found by its text: the sim's
-// answers are unique, the edge's name their intent): right when that request asked the same.
+// A cached answer is judged by what it answers (found by its text). The sim's answers are
+// unique: one is right when the request it was first the answer to asked the same. The edge's
+// name an intent, and every question of that intent gets the same text: one is right when its
+// intent is the asking request's, whichever question first put it in the cache.
 struct Origin {
   Kind kind;
-  std::string label;
+  std::string label;  // the first asker's label; for an edge answer, the intent it names
   std::string text;
   bool right;
+  bool edge = false;
 };
 using Origins = std::map<std::string, Origin>;
 
@@ -212,7 +215,22 @@ using Origins = std::map<std::string, Origin>;
 // may be served from the cache.
 void add_origin(Origins& origin_of, const Request& r, const Outcome& o, const std::string& route, bool right) {
   if (o.content.empty() || (!is_cloud(route) && route != "edge")) return;
+  if (route == "edge") {
+    origin_of.emplace(o.content, Origin{Kind::faq, o.intent, r.text, true, true});
+    return;
+  }
   origin_of.emplace(o.content, Origin{r.kind, r.label, r.text, right || is_cloud(route)});
+}
+
+// A cache hit: right when it answers what the request asked (see Origin).
+bool cached_right(const Request& r, const Origin& from) {
+  const auto faq_like = [](Kind kind) {
+    return kind == Kind::faq || kind == Kind::pii || kind == Kind::complaint;
+  };
+  if (from.edge) return faq_like(r.kind) && from.label == r.label;
+  const bool same_question =
+      faq_like(r.kind) ? faq_like(from.kind) && from.label == r.label : from.text == r.text;
+  return same_question && from.right;
 }
 
 // `warm_traffic` / `warm_outcomes`: the warm-up before the measured run, not counted; its answers
@@ -267,16 +285,9 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
     ++by_kind.model;
     bool right = false;
     const bool cloud = is_cloud(route);
-    const bool faq_like = r.kind == Kind::faq || r.kind == Kind::pii || r.kind == Kind::complaint;
     if (route == "cache") {
       auto origin = origin_of.find(o.content);
-      if (origin != origin_of.end()) {
-        const Origin& from = origin->second;
-        const bool same_question = faq_like ? (from.kind == Kind::faq || from.kind == Kind::pii ||
-                                               from.kind == Kind::complaint) && from.label == r.label
-                                            : from.text == r.text;
-        right = same_question && from.right;
-      }
+      right = origin != origin_of.end() && cached_right(r, origin->second);
     } else {
       right = answered_right(r, o, route);
       add_origin(origin_of, r, o, route, right);
