@@ -82,6 +82,11 @@ struct Options {
   // on ATEC's Chinese pairs): with a warm cache, 0.7 served 7-13 wrong semantic hits per run on
   // seeds 1 and 3 and 0.8 served 0-4, at the same cost.
   double cache_threshold = 0.8;
+  // Share of the academic-hard questions (MMLU-like) that the complexity cut sends to cloud-large;
+  // the rest go to cloud-small. 0.5 is RouteLLM's reporting point (half the calls to the strong
+  // model); 1 sends them all, which makes the score a detector of the question's kind rather
+  // than of its difficulty.
+  double hard_to_large = 0.5;
 };
 
 // Prices per 1k tokens: a small and a large hosted model of today.
@@ -366,6 +371,7 @@ int run(const Options& options) {
     complexity_rows.push_back({{"text", mmlu[i].text}, {"small_correct", mmlu[i].small_correct},
                                {"large_correct", mmlu[i].large_correct}});
   }
+  const std::size_t mmlu_complexity_rows = complexity_rows.size();
   {
     std::vector<json> service = read_jsonl(d + "/kuake_qic_train.jsonl");
     service.resize(std::min<std::size_t>(service.size(), 1500));
@@ -378,6 +384,17 @@ int run(const Options& options) {
   write_jsonl(work + "/answers.jsonl", answers);
   write_jsonl(work + "/calib.jsonl", calib);
   write_jsonl(work + "/complexity.jsonl", complexity_rows);
+  // The cut is fitted on every training row, and the service rows are all easy: the share it is
+  // fitted for is the hard rows' share of the whole times the part of them meant for cloud-large.
+  const auto all_rows = static_cast<double>(complexity_rows.size());
+  const double complexity_large_share =
+      options.hard_to_large * static_cast<double>(mmlu_complexity_rows) / all_rows;
+  const std::string complexity_what =
+      "trained the complexity model (" + std::to_string(mmlu_complexity_rows) + " MMLU rows, " +
+      std::to_string(complexity_rows.size() - mmlu_complexity_rows) +
+      " service questions; the cut sends " +
+      std::to_string(static_cast<int>(options.hard_to_large * 100 + 0.5)) +
+      "% of MMLU-like questions to cloud-large)";
 
   auto step = [&](const std::vector<std::string>& argv, const char* what) {
     const auto started = Clock::now();
@@ -425,8 +442,9 @@ int run(const Options& options) {
   if (!step(train_argv,
             "trained the edge intent model (banking77, 85% of train, the default 30 s search)") ||
       !calibrate(first_thresholds, "") ||
-      !step({hengshi, "train-complexity", "--data", work + "/complexity.jsonl", "--out", work + "/complexity"},
-            "trained the complexity model (3,000 MMLU rows, 3,000 service questions)")) {
+      !step({hengshi, "train-complexity", "--data", work + "/complexity.jsonl", "--out",
+             work + "/complexity", "--large-share", std::to_string(complexity_large_share)},
+            complexity_what.c_str())) {
     return 2;
   }
 
@@ -721,6 +739,10 @@ int main(int argc, char** argv) {
   app.add_option("--cache-threshold", options.cache_threshold,
                  "cache.threshold (semantic cosine) of the configurations with an edge model (default 0.8)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--hard-to-large", options.hard_to_large,
+                 "share of the MMLU-like questions the complexity cut sends to cloud-large, the "
+                 "rest to cloud-small (default 0.5, RouteLLM's reporting point; 1 = all of them)")
+      ->check(CLI::Range(0.01, 1.0));
   CLI11_PARSE(app, argc, argv);
   if (options.build_dir.empty()) {
     std::error_code ec;
