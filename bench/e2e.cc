@@ -204,27 +204,26 @@ bool answered_right(const Request& r, const Outcome& o, const std::string& route
 }
 
 // A cached answer is judged by what it answers (found by its text). The sim's answers are
-// unique: one is right when the request it was first the answer to asked the same. The edge's
-// name an intent, and every question of that intent gets the same text: one is right when its
-// intent is the asking request's, whichever question first put it in the cache.
+// unique: one is right when the request it was first the answer to asked the same (a cloud answer
+// counts as right, as acc* counts it). The edge's name an intent, and every question of that
+// intent gets the same text: one is right when its intent is the asking request's, whichever
+// question first put it in the cache.
 struct Origin {
   Kind kind;
   std::string label;  // the first asker's label; for an edge answer, the intent it names
   std::string text;
-  bool right;
   bool edge = false;
 };
 using Origins = std::map<std::string, Origin>;
 
-// Registers an edge or cloud answer (`right` as answered_right judged it) that a later request
-// may be served from the cache.
-void add_origin(Origins& origin_of, const Request& r, const Outcome& o, const std::string& route, bool right) {
+// Registers an edge or cloud answer that a later request may be served from the cache.
+void add_origin(Origins& origin_of, const Request& r, const Outcome& o, const std::string& route) {
   if (o.content.empty() || (!is_cloud(route) && route != "edge")) return;
   if (route == "edge") {
-    origin_of.emplace(o.content, Origin{Kind::faq, o.intent, r.text, true, true});
+    origin_of.emplace(o.content, Origin{Kind::faq, o.intent, r.text, true});
     return;
   }
-  origin_of.emplace(o.content, Origin{r.kind, r.label, r.text, right || is_cloud(route)});
+  origin_of.emplace(o.content, Origin{r.kind, r.label, r.text});
 }
 
 // A cache hit: right when it answers what the request asked (see Origin).
@@ -233,9 +232,7 @@ bool cached_right(const Request& r, const Origin& from) {
     return kind == Kind::faq || kind == Kind::pii || kind == Kind::complaint;
   };
   if (from.edge) return faq_like(r.kind) && from.label == r.label;
-  const bool same_question =
-      faq_like(r.kind) ? faq_like(from.kind) && from.label == r.label : from.text == r.text;
-  return same_question && from.right;
+  return faq_like(r.kind) ? faq_like(from.kind) && from.label == r.label : from.text == r.text;
 }
 
 // `warm_traffic` / `warm_outcomes`: the warm-up before the measured run, not counted; its answers
@@ -250,9 +247,7 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
   Origins origin_of;
   for (std::size_t i = 0; i < warm_outcomes.size() && i < warm_traffic.size(); ++i) {
     const Outcome& o = warm_outcomes[i];
-    if (o.status != 200 || !o.valid || o.kind != "model") continue;
-    const std::string route = route_of(o, direct);
-    add_origin(origin_of, warm_traffic[i], o, route, answered_right(warm_traffic[i], o, route));
+    if (o.status == 200 && o.valid && o.kind == "model") add_origin(origin_of, warm_traffic[i], o, route_of(o, direct));
   }
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const Outcome& o = outcomes[i];
@@ -295,7 +290,7 @@ Summary summarise(const std::string& name, const std::vector<Request>& traffic, 
       right = origin != origin_of.end() && cached_right(r, origin->second);
     } else {
       right = answered_right(r, o, route);
-      add_origin(origin_of, r, o, route, right);
+      add_origin(origin_of, r, o, route);
     }
     if (!right && !(cloud && r.kind == Kind::hard)) {
       ++by_kind.wrong[route + (o.cache == "semantic" ? " (semantic)" : "")];
