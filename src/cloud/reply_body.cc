@@ -1,8 +1,9 @@
 #include "cloud/reply_body.h"
 
-#include <simdjson.h>
+#include <new>
 
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "core/json_text.h"
 
@@ -33,23 +34,37 @@ std::int64_t int_or_zero(simdjson::dom::object object, std::string_view key) {
   return last_as(object, key, value) ? value : 0;
 }
 
-// Parses `text` with this thread's parser, which keeps its buffers between calls (no allocation
-// per reply or chunk). simdjson reads up to its padding past the end: the capacity is reserved.
-simdjson::error_code parse_padded(std::string& text, simdjson::dom::element& root) {
-  thread_local simdjson::dom::parser parser;
+// Parses `text` with `parser`, a per-thread one that keeps its buffers between calls (no
+// allocation per reply or chunk). simdjson reads up to its padding past the end: the capacity is
+// reserved.
+simdjson::error_code parse_padded(simdjson::dom::parser& parser, std::string& text, simdjson::dom::element& root) {
   const std::size_t size = text.size();
   text.reserve(size + simdjson::SIMDJSON_PADDING);
   return parser.parse(text.data(), size, /*realloc_if_needed=*/false).get(root);
 }
 
+// A reply's parser refuses what nests deeper than the gateway accepts anywhere: the slow path of
+// with_member() dumps a DOM, which recurses. simdjson counts an object's levels one higher than
+// an array's, so kMaxJsonDepth + 1 refuses nothing a request may hold (64 levels of either) and
+// everything past 65. One pass: no byte scan before the parse. (A parser that must grow keeps
+// its depth.)
+simdjson::dom::parser& reply_parser() {
+  thread_local simdjson::dom::parser parser = [] {
+    simdjson::dom::parser made;
+    if (made.allocate(4096, kMaxJsonDepth + 1) != simdjson::SUCCESS) throw std::bad_alloc();
+    return made;
+  }();
+  return parser;
+}
+
 }  // namespace
 
 Result<ReplyBody> read_reply_body(std::string&& raw) {
-  // Deeper than the gateway accepts anywhere (the slow path of with_member() dumps a DOM, which
-  // recurses).
-  if (json_nesting_exceeds(raw)) return Error{"bad_response", "nested deeper than " + std::to_string(kMaxJsonDepth)};
   simdjson::dom::element root;
-  if (auto error = parse_padded(raw, root)) {
+  if (auto error = parse_padded(reply_parser(), raw, root)) {
+    if (error == simdjson::DEPTH_ERROR) {
+      return Error{"bad_response", "nested deeper than " + std::to_string(kMaxJsonDepth + 1)};
+    }
     return Error{"bad_response", simdjson::error_message(error)};
   }
   simdjson::dom::object object;
@@ -82,8 +97,9 @@ Result<ReplyBody> read_reply_body(std::string&& raw) {
 }
 
 bool is_valid_json(std::string& text) {
+  thread_local simdjson::dom::parser parser;
   simdjson::dom::element root;
-  return parse_padded(text, root) == simdjson::SUCCESS;
+  return parse_padded(parser, text, root) == simdjson::SUCCESS;
 }
 
 std::string with_member(const ReplyBody& body, std::string_view name, std::string_view value_json) {

@@ -55,6 +55,21 @@ TEST(ReplyBodyTest, RefusesWhatIsNotAChatCompletion) {
   EXPECT_NE(error_of(deep), "accepted");
 }
 
+// The parse itself holds the depth limit (no scan before it): what a request may hold (64 levels
+// of objects or arrays, the reply's own object included) is read; deeper is refused by name.
+TEST(ReplyBodyTest, NestingIsLimitedByTheParseAtTheRequestsDepth) {
+  std::string arrays = R"({"choices":[],"x":)" + std::string(63, '[') + std::string(63, ']') + "}";
+  EXPECT_EQ(error_of(arrays), "accepted");
+  std::string objects = R"({"choices":[],"x":)";
+  for (int i = 0; i < 63; ++i) objects += R"({"y":)";
+  objects += "1" + std::string(63, '}') + "}";
+  EXPECT_EQ(error_of(objects), "accepted");
+  std::string too_deep = R"({"choices":[],"x":)" + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_EQ(error_of(too_deep).rfind("nested deeper than", 0), 0u) << error_of(too_deep);
+  // A reply refused for depth leaves the parser usable for the next one.
+  EXPECT_EQ(error_of(R"({"choices":[]})"), "accepted");
+}
+
 TEST(ReplyBodyTest, ARepeatedNameIsReadAsAClientReadsIt) {
   // JSON.parse and Python keep the last of a repeated name; so does the gateway, so the usage it
   // bills and the text it caches are what the client sees.
