@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace hengshi {
@@ -31,16 +32,68 @@ void with_dump(const nlohmann::json& value, Use&& use) {
   if (local.buffer.capacity() > kKeptBufferBytes) std::string().swap(local.buffer);
 }
 
+template <typename Integer>
+void append_integer(std::string& out, Integer value) {
+  char digits[24];
+  out.append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
+}
+
 }  // namespace
 
 std::string dump_text(const nlohmann::json& value) {
   std::string out;
-  with_dump(value, [&out](const std::string& text) { out = text; });
+  append_dump_text(out, value);
   return out;
 }
 
 void append_dump_text(std::string& out, const nlohmann::json& value) {
-  with_dump(value, [&out](const std::string& text) { out += text; });
+  using Type = nlohmann::json::value_t;
+  switch (value.type()) {
+    case Type::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, member] : value.get_ref<const nlohmann::json::object_t&>()) {
+        if (!first) out += ',';
+        first = false;
+        append_json_string(out, key);
+        out += ':';
+        append_dump_text(out, member);
+      }
+      out += '}';
+      return;
+    }
+    case Type::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& item : value.get_ref<const nlohmann::json::array_t&>()) {
+        if (!first) out += ',';
+        first = false;
+        append_dump_text(out, item);
+      }
+      out += ']';
+      return;
+    }
+    case Type::string: append_json_string(out, value.get_ref<const std::string&>()); return;
+    case Type::boolean: out += value.get<bool>() ? "true" : "false"; return;
+    case Type::number_integer: append_integer(out, value.get<std::int64_t>()); return;
+    case Type::number_unsigned: append_integer(out, value.get<std::uint64_t>()); return;
+    case Type::number_float: {
+      const double number = value.get<double>();
+      if (!std::isfinite(number)) {
+        out += "null";
+        return;
+      }
+      // nlohmann's own float text ("1.0", "0.0001", "1e+20"), so a dump reads as nlohmann's did.
+      char digits[64];
+      out.append(digits, nlohmann::detail::to_chars(digits, digits + sizeof digits, number));
+      return;
+    }
+    case Type::null:
+    case Type::discarded: out += "null"; return;
+    case Type::binary:  // never parsed from text; nlohmann's serializer knows its form
+      with_dump(value, [&out](const std::string& text) { out += text; });
+      return;
+  }
 }
 
 bool json_nesting_exceeds(std::string_view text, int max_depth) {
@@ -124,27 +177,33 @@ std::string valid_utf8(std::string_view text) {
 
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
+  // Runs of plain ASCII go out in one append: a byte at a time was most of a dump's cost.
+  const auto plain = [](unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; };
+  out.reserve(out.size() + text.size() + 2);
   out += '"';
   for (std::size_t i = 0; i < text.size();) {
+    std::size_t run = i;
+    while (run < text.size() && plain(static_cast<unsigned char>(text[run]))) ++run;
+    out.append(text.data() + i, run - i);
+    i = run;
+    if (i == text.size()) break;
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
       i += append_sequence(out, text, i);
       continue;
     }
-    switch (c) {
+    switch (c) {  // the escapes nlohmann writes, so the same value dumps to the same bytes
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xf];
-        } else {
-          out += static_cast<char>(c);
-        }
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 0xf];
     }
     ++i;
   }

@@ -64,6 +64,19 @@ TEST(JsonText, DumpTextNeverThrowsOnOutsideBytes) {
   EXPECT_TRUE(nlohmann::json::accept(text));
 }
 
+// dump_text is written by hand for speed; on valid text it must be nlohmann's dump() byte for
+// byte, so nothing the gateway forwards or logs changes with it.
+TEST(JsonText, DumpTextIsNlohmannsDumpForValidText) {
+  const auto doc = nlohmann::json::parse(R"({"model":"m","messages":[{"role":"user","content":"a \"q\" \\ \n\t\b\f\u0001 你好 \ud83d\ude00"}],
+      "temperature":0.2,"top_p":1.0,"n":1,"seed":-7,"big":18446744073709551615,"tiny":1e-05,"small":0.0001,
+      "huge":1e+300,"neg":-0.0,"flags":[true,false,null],"empty":{},"none":[],"nested":{"b":{"a":[1,[2,[3]]]}},
+      "z":"\u007f"})");
+  EXPECT_EQ(dump_text(doc), doc.dump());
+  for (const auto& member : doc) EXPECT_EQ(dump_text(member), member.dump()) << member.dump();
+  EXPECT_EQ(dump_text(nlohmann::json(std::numeric_limits<double>::infinity())), "null");
+  EXPECT_EQ(dump_text(nlohmann::json()), "null");
+}
+
 TEST(JsonText, AppendDumpTextAppendsWhatDumpTextReturns) {
   const nlohmann::json value = {{"text", std::string("ok \x80\xff")}, {"n", 1.5}, {"list", {1, "two", nullptr}}};
   std::string out = "{\"x\":";
