@@ -8,13 +8,19 @@ thread) drives three paths in turn:
   hengshi     wrk → hengshi (one thread; a client key, the PII walk, the router, the chain and
               metrics on; request log and cache off) → mock
 at c=4 and c=64. For each it prints RPS, p50/p99, the server's CPU µs per request (utime +
-stime from /proc/PID/stat over the run) and syscalls per request, in all and by name
+stime from /proc/PID/stat over the run, and the kernel's part of it apart) and syscalls per request, in all and by name
 (perf trace's summary, in a separate short phase so counting does not slow the timed runs). A streaming
 phase does the same over SSE: CPU per chunk, and the TTFT each hop adds at a fixed rate.
 
 With --compare OLD_BINARY a second gateway (the build before a change) runs beside hengshi and is
 measured right after it in every run; --rounds N repeats the runs and reports medians, so a
 before/after reads as a ratio from one run on one machine.
+
+--instructions SECONDS replaces the timed runs with a count: the gateway runs under callgrind
+(valgrind) and the instructions it executes per proxied request over SECONDS of c=4 load are
+printed (beside --compare's binary), with the top functions by inclusive count. Times on this
+shared machine swing 20-30% between runs; the count moves by under 0.5%, so a cut of a few
+percent in the gateway's own code shows (the kernel's share does not: use the timed runs).
 
 Ratios are what to read: the machine is shared and noisy, so every figure is against a
 baseline measured in the same run. `--check` compares the RPS ratio with bench/baseline.json
@@ -271,6 +277,34 @@ def profile_top(url, script, pid, conc, seconds, top, keep=None):
         print("  " + line.strip()[:150])
 
 
+def instructions_per_request(proc, url, script, seconds, top):
+    """Instructions the gateway `proc` (started under callgrind with instrumentation off) runs per
+    proxied request: counted only over a closed-loop wrk run at c=4 after a warm-up, so start-up
+    and first-request costs stay out. A count, not a time: it does not move with the machine's
+    noise, so a before/after of a few percent shows. Returns (per request, [(per request, function)])."""
+    run_wrk(url, script, 4, 2)
+    subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True, timeout=60)
+    r = run_wrk(url, script, 4, seconds)
+    subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], capture_output=True, timeout=60)
+    proc.send_signal(signal.SIGINT)  # the gateway's graceful stop; callgrind writes its file at exit
+    proc.wait(timeout=120)
+    out = proc.callgrind_out
+    n = max(1, r["requests"])
+    report = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], capture_output=True, text=True,
+                            timeout=300).stdout
+    total = int(re.search(r"^\s*([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", report, re.M).group(1).replace(",", ""))
+    functions, seen = [], set()
+    for m in re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+\S*?:(hengshi::(?:\(anonymous namespace\)::|[\w:~])+)", report, re.M):
+        name = m.group(2)
+        if name in seen or name.startswith("hengshi::cli::"):
+            continue
+        seen.add(name)
+        functions.append((int(m.group(1).replace(",", "")) / n, name))
+        if len(functions) == top:
+            break
+    return total / n, functions
+
+
 def loadgen_ttft(build, url, body, headers, rate, seconds):
     args = [os.path.join(build, "bench", "bench_loadgen"), "--url", url, "--body", body, "--rate", str(rate),
             "--seconds", str(seconds), "--connections", "16", "--warmup-seconds", "1"]
@@ -298,12 +332,17 @@ def main():
                          "runs right after hengshi, with its CPU per request and RPS as ratios of hengshi's")
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat the timed runs; each figure is the median over the rounds")
+    ap.add_argument("--instructions", type=int, default=0, metavar="SECONDS",
+                    help="instead of the timed runs: instructions per request of hengshi (and --compare) "
+                         "under callgrind (valgrind) over SECONDS of c=4 load, with the top functions")
     args = ap.parse_args()
     for tool in ("wrk",):
         if not shutil.which(tool):
             sys.exit(f"{tool} is missing: scripts/setup installs it")
     if not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")):
         sys.exit("nginx is missing: scripts/setup --bench installs it")
+    if args.instructions and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
+        sys.exit("valgrind is missing: scripts/setup --bench installs it")
     build = args.build_dir
     hengshi = args.hengshi or os.path.join(build, "src", "cli", "hengshi")
 
@@ -339,7 +378,7 @@ def main():
         with open(keys, "w") as f:
             f.write(f"keys:\n  - name: bench\n    sha256: {hashlib.sha256(key.encode()).hexdigest()}\n")
 
-        def start_gateway(name, base_path, binary=hengshi):
+        def start_gateway(name, base_path, binary=hengshi, callgrind=False):
             port, admin = free_port(), free_port()
             conf = os.path.join(work, f"{name}.yaml")
             with open(conf, "w") as f:
@@ -351,13 +390,20 @@ pools:
   cloud-small: {{members: [{{name: mock, base_url: "http://127.0.0.1:{mock_port}{base_path}/v1", model: mock-small, max_concurrent: 4096}}]}}
   cloud-large: {{members: [{{name: mock, base_url: "http://127.0.0.1:{mock_port}{base_path}/v1", model: mock-large, max_concurrent: 4096}}]}}
 """)
-            proc = children.start([binary, "serve", "--config", conf], os.path.join(work, f"{name}.log"))
-            wait_listening(port, proc, f"hengshi ({name})", seconds=60)
+            prefix = []
+            if callgrind:
+                out = os.path.join(work, f"{name}.callgrind")
+                prefix = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+            proc = children.start(prefix + [binary, "serve", "--config", conf], os.path.join(work, f"{name}.log"))
+            proc.callgrind_out = out if callgrind else None
+            wait_listening(port, proc, f"hengshi ({name})", seconds=120 if callgrind else 60)
             return proc, port
 
-        gateway, gw_port = start_gateway("gateway", "")
-        if args.compare:
-            before, before_port = start_gateway("before", "", args.compare)
+
+        if not args.instructions:
+            gateway, gw_port = start_gateway("gateway", "")
+            if args.compare:
+                before, before_port = start_gateway("before", "", args.compare)
 
         def lua(name, body_file, auth):
             path = os.path.join(work, name + ".lua")
@@ -369,6 +415,22 @@ pools:
             return path
 
         plain, keyed = lua("plain", body, False), lua("keyed", body, True)
+        if args.instructions:
+            binaries = [("hengshi", hengshi)] + ([("before", args.compare)] if args.compare else [])
+            counted = {}
+            for name, binary in binaries:
+                proc, port = start_gateway(name + "-callgrind", "", binary, callgrind=True)
+                counted[name] = instructions_per_request(proc, f"http://127.0.0.1:{port}/v1/chat/completions",
+                                                         keyed, args.instructions, 15)
+            print(f"instructions per proxied request (callgrind, wrk c=4 for {args.instructions} s after a warm-up)")
+            for name, (per_request, _) in counted.items():
+                print(f"  {name:10}{per_request:>12,.0f}")
+            if args.compare:
+                print(f"  hengshi vs before: {counted['hengshi'][0] / counted['before'][0]:.3f}x")
+            print("top functions of hengshi, inclusive instructions per request:")
+            for per_request, function in counted["hengshi"][1]:
+                print(f"  {per_request:>10,.0f}  {function}")
+            return 0
         paths = [("direct", f"http://127.0.0.1:{mock_port}/v1/chat/completions", plain, mock_worker),
                  ("nginx hop", f"http://127.0.0.1:{hop_port}/v1/chat/completions", plain, hop_worker),
                  ("hengshi", f"http://127.0.0.1:{gw_port}/v1/chat/completions", keyed, gateway.pid)]
