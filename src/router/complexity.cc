@@ -211,6 +211,11 @@ int thresholds_reached(int value, const std::array<int, N>& thresholds) {
 int approx_token_count(std::string_view utf8_text) {
   TokenTally tally;
   for (std::size_t pos = 0; pos < utf8_text.size();) {
+    if (static_cast<unsigned char>(utf8_text[pos]) < 0x80) {  // ASCII is never CJK: no decode
+      ++tally.other_bytes;
+      ++pos;
+      continue;
+    }
     const CodePoint c = decode_utf8(utf8_text, pos);
     tally.add(c);
     pos += c.length;
@@ -224,7 +229,8 @@ ComplexityFeatures complexity_features(std::string_view text, int conversation_t
   bool in_sentence = false;
   bool after_question_mark = false;
   for (std::size_t pos = 0; pos < text.size();) {
-    const CodePoint c = decode_utf8(text, pos);
+    const auto lead = static_cast<unsigned char>(text[pos]);
+    const CodePoint c = lead < 0x80 ? CodePoint{lead, 1} : decode_utf8(text, pos);  // no call for ASCII
     pos += c.length;
     ++features.chars;
     tally.add(c);
