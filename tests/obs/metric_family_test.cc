@@ -1,5 +1,10 @@
 #include "obs/metric_family.h"
 
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace hengshi::obs {
@@ -39,6 +44,39 @@ TEST(MetricFamilyTest, HistogramsAndAWrongLabelCount) {
   family.at({"edge"}).observe(0.01);
   EXPECT_EQ(family.at({"edge"}).count(), 1u);
   EXPECT_THROW(family.at({"edge", "extra"}), std::logic_error);
+}
+
+// Each thread remembers recent resolutions by family id; these pin that the memory never hands
+// one family's series to another, whatever the slots hold.
+TEST(MetricFamilyTest, RememberedResolutionsNeverCrossFamilies) {
+  CounterFamily a("hengshi_test_family_a_total", "test", {"route"});
+  CounterFamily b("hengshi_test_family_b_total", "test", {"route"});
+  for (int i = 0; i < 3; ++i) {
+    a.at({"edge"}).inc();
+    b.at({"edge"}).inc(10);
+  }
+  EXPECT_EQ(series("hengshi_test_family_a_total", {{"route", "edge"}}), 3.0);
+  EXPECT_EQ(series("hengshi_test_family_b_total", {{"route", "edge"}}), 30.0);
+  // A family made where an earlier one lived (same address, same label values) is its own.
+  std::optional<CounterFamily> reused;
+  reused.emplace("hengshi_test_family_old_total", "test", std::vector<std::string>{"route"});
+  reused->at({"edge"}).inc();
+  reused.emplace("hengshi_test_family_new_total", "test", std::vector<std::string>{"route"});
+  reused->at({"edge"}).inc(2);
+  EXPECT_EQ(series("hengshi_test_family_old_total", {{"route", "edge"}}), 1.0);
+  EXPECT_EQ(series("hengshi_test_family_new_total", {{"route", "edge"}}), 2.0);
+}
+
+TEST(MetricFamilyTest, MoreCombinationsThanRememberedSlotsAndOtherThreads) {
+  CounterFamily family("hengshi_test_family_many_total", "test", {"n"});
+  for (int round = 0; round < 2; ++round) {
+    for (int n = 0; n < 300; ++n) family.at({std::to_string(n)}).inc(n);
+  }
+  std::thread other([&family] { family.at({"7"}).inc(1000); });
+  other.join();
+  EXPECT_EQ(series("hengshi_test_family_many_total", {{"n", "299"}}), 598.0);
+  EXPECT_EQ(series("hengshi_test_family_many_total", {{"n", "7"}}), 1014.0);
+  EXPECT_EQ(&family.at({"7"}), &Registry::global().counter("hengshi_test_family_many_total", "test", {{"n", "7"}}));
 }
 
 }  // namespace
