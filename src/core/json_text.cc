@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace hengshi {
@@ -155,6 +156,20 @@ std::size_t sequence_length(std::string_view text, std::size_t i) {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
+// Whether the 8 bytes at `p` are all plain ASCII in a JSON string (no control character, quote,
+// backslash or byte above 0x7F), tested a word at a time (the "has zero byte" bit trick, which is
+// exact as a yes/no).
+bool plain_word(const char* p) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr std::uint64_t kHighs = 0x8080808080808080ULL;
+  std::uint64_t word;
+  std::memcpy(&word, p, sizeof word);
+  const auto has_zero = [](std::uint64_t v) { return ((v - kOnes) & ~v & kHighs) != 0; };
+  const bool below_space = ((word - kOnes * 0x20) & ~word & kHighs) != 0;  // exact with no high bit
+  return (word & kHighs) == 0 && !below_space && !has_zero(word ^ (kOnes * '"')) &&
+         !has_zero(word ^ (kOnes * '\\'));
+}
+
 // Appends the UTF-8 sequence at text[i], or U+FFFD for an invalid byte; returns the bytes read.
 std::size_t append_sequence(std::string& out, std::string_view text, std::size_t i) {
   const std::size_t length = sequence_length(text, i);
@@ -183,6 +198,7 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
   for (std::size_t i = 0; i < text.size();) {
     std::size_t run = i;
+    while (run + 8 <= text.size() && plain_word(text.data() + run)) run += 8;
     while (run < text.size() && plain(static_cast<unsigned char>(text[run]))) ++run;
     out.append(text.data() + i, run - i);
     i = run;

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -106,6 +107,23 @@ TEST(JsonWriter, StringsReadBackAsTheyWereWithBadBytesReplaced) {
   }
   EXPECT_EQ(nlohmann::json::parse(json_literal("a\x80z")).get<std::string>(), "a" + kReplacement + "z");
   EXPECT_EQ(nlohmann::json::parse(json_literal("cut \xE4\xBD")).get<std::string>(), "cut " + kReplacement + kReplacement);
+}
+
+// Plain runs are skipped eight bytes at a time: every special byte at every offset of a word, and
+// every length around a word's edge, must still be escaped exactly as nlohmann does.
+TEST(JsonWriter, EscapesAtEveryOffsetOfTheWordScan) {
+  const std::vector<std::string> specials = {"\"", "\\", "\n", std::string(1, '\0'), "\x01", "\x1f", " ", "\x7f",
+                                             "~", "\xC3\xA9", "\xE4\xBD\xA0"};
+  for (std::size_t length = 0; length <= 20; ++length) {
+    EXPECT_EQ(json_literal(std::string(length, 'a')), nlohmann::json(std::string(length, 'a')).dump());
+    for (std::size_t at = 0; at < length; ++at) {
+      for (const std::string& special : specials) {
+        std::string text(length, 'a');
+        text.replace(at, 1, special);
+        EXPECT_EQ(json_literal(text), nlohmann::json(text).dump()) << length << " " << at;
+      }
+    }
+  }
 }
 
 TEST(JsonWriter, NumbersReadBackExactlyAndNonFiniteIsNull) {
