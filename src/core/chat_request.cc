@@ -27,25 +27,29 @@ ApiError bad(std::string code, std::string message, std::string param) {
 
 // Flattens string content or an array of {"type":"text","text":...} parts; other part types
 // (images, audio) are kept in the forwarded body but contribute no routing text.
-Result<std::string, ApiError> content_text(const json& content, const std::string& param) {
+// `param()` names the content for an error; it is called only then (most requests have none).
+template <typename Param>
+Result<std::string, ApiError> content_text(const json& content, const Param& param) {
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return std::string();
   if (!content.is_array()) {
-    return bad("invalid_type", param + " must be a string or an array of content parts", param);
+    return bad("invalid_type", param() + " must be a string or an array of content parts", param());
   }
   std::string text;
   for (std::size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
-    std::string part_param = param + "[" + std::to_string(i) + "]";
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-      return bad("invalid_type", part_param + " must be an object with a string \"type\"", part_param);
+    const auto part_param = [&] { return param() + "[" + std::to_string(i) + "]"; };
+    const auto type = part.is_object() ? part.find("type") : part.end();
+    if (!part.is_object() || type == part.end() || !type->is_string()) {
+      return bad("invalid_type", part_param() + " must be an object with a string \"type\"", part_param());
     }
-    if (part["type"] == "text") {
-      if (!part.contains("text") || !part["text"].is_string()) {
-        return bad("invalid_type", part_param + ".text must be a string", part_param + ".text");
+    if (*type == "text") {
+      const auto part_text = part.find("text");
+      if (part_text == part.end() || !part_text->is_string()) {
+        return bad("invalid_type", part_param() + ".text must be a string", part_param() + ".text");
       }
       if (!text.empty()) text += '\n';
-      text += part["text"].get<std::string>();
+      text += part_text->get_ref<const std::string&>();
     }
   }
   return text;
@@ -163,27 +167,30 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
   if (messages.empty()) {
     return bad("invalid_value", "messages must contain at least one message", "messages");
   }
+  const json no_content;  // null: an assistant turn with tool calls only
+  req.messages.reserve(messages.size());
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const json& msg = messages[i];
-    std::string param = "messages[" + std::to_string(i) + "]";
-    if (!msg.is_object()) return bad("invalid_type", param + " must be an object", param);
-    if (!msg.contains("role") || !msg["role"].is_string()) {
-      return bad("missing_required_parameter", param + ".role is required and must be a string",
-                 param + ".role");
+    // Names are built only for an error, and each field is looked up once.
+    const auto param = [i] { return "messages[" + std::to_string(i) + "]"; };
+    if (!msg.is_object()) return bad("invalid_type", param() + " must be an object", param());
+    const auto role_field = msg.find("role");
+    if (role_field == msg.end() || !role_field->is_string()) {
+      return bad("missing_required_parameter", param() + ".role is required and must be a string",
+                 param() + ".role");
     }
-    std::string role = msg["role"].get<std::string>();
+    std::string role = role_field->get<std::string>();
     if (!known_role(role)) {
       return bad("invalid_value",
-                 param + ".role '" + role +
+                 param() + ".role '" + role +
                      "' is not one of system, user, assistant, tool, developer, function",
-                 param + ".role");
+                 param() + ".role");
     }
-    bool has_tool_calls = msg.contains("tool_calls");
-    if (!msg.contains("content") && !(role == "assistant" && has_tool_calls)) {
-      return bad("missing_required_parameter", param + ".content is required", param + ".content");
+    const auto content = msg.find("content");
+    if (content == msg.end() && !(role == "assistant" && msg.contains("tool_calls"))) {
+      return bad("missing_required_parameter", param() + ".content is required", param() + ".content");
     }
-    auto text = content_text(msg.contains("content") ? msg["content"] : json(nullptr),
-                             param + ".content");
+    auto text = content_text(content != msg.end() ? *content : no_content, [&] { return param() + ".content"; });
     if (!text) return text.error();
     req.messages.push_back({std::move(role), std::move(*text)});
   }
