@@ -153,16 +153,22 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
   json& doc = *fast;
   if (!doc.is_object()) return bad("invalid_type", "request body must be a JSON object", "");
 
+  // Each top-level field is looked up once (a lookup walks the key map comparing strings).
+  const auto field = [&doc](const char* key) -> const json* {
+    const auto it = doc.find(key);
+    return it == doc.end() ? nullptr : &*it;
+  };
   ChatRequest req;
-  if (doc.contains("model")) {
-    if (!doc["model"].is_string()) return bad("invalid_type", "model must be a string", "model");
-    req.model = doc["model"].get<std::string>();
+  if (const json* model = field("model")) {
+    if (!model->is_string()) return bad("invalid_type", "model must be a string", "model");
+    req.model = model->get<std::string>();
   }
 
-  if (!doc.contains("messages")) {
+  const json* messages_field = field("messages");
+  if (messages_field == nullptr) {
     return bad("missing_required_parameter", "messages is required", "messages");
   }
-  const json& messages = doc["messages"];
+  const json& messages = *messages_field;
   if (!messages.is_array()) return bad("invalid_type", "messages must be an array", "messages");
   if (messages.empty()) {
     return bad("invalid_value", "messages must contain at least one message", "messages");
@@ -195,29 +201,28 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     req.messages.push_back({std::move(role), std::move(*text)});
   }
 
-  if (doc.contains("stream")) {
-    if (!doc["stream"].is_boolean()) return bad("invalid_type", "stream must be a boolean", "stream");
-    req.stream = doc["stream"].get<bool>();
+  if (const json* stream = field("stream")) {
+    if (!stream->is_boolean()) return bad("invalid_type", "stream must be a boolean", "stream");
+    req.stream = stream->get<bool>();
   }
-  if (doc.contains("stream_options") && !doc["stream_options"].is_null()) {
-    const json& opts = doc["stream_options"];
-    if (!opts.is_object()) {
+  if (const json* opts = field("stream_options"); opts != nullptr && !opts->is_null()) {
+    if (!opts->is_object()) {
       return bad("invalid_type", "stream_options must be an object", "stream_options");
     }
-    if (opts.contains("include_usage")) {
-      if (!opts["include_usage"].is_boolean()) {
+    if (const auto include = opts->find("include_usage"); include != opts->end()) {
+      if (!include->is_boolean()) {
         return bad("invalid_type", "stream_options.include_usage must be a boolean",
                    "stream_options.include_usage");
       }
-      req.include_usage = opts["include_usage"].get<bool>();
+      req.include_usage = include->get<bool>();
     }
   }
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (doc.contains(key) && !doc[key].is_null()) {
-      if (!doc[key].is_number_integer() || doc[key].get<std::int64_t>() <= 0) {
+    if (const json* value = field(key); value != nullptr && !value->is_null()) {
+      if (!value->is_number_integer() || value->get<std::int64_t>() <= 0) {
         return bad("invalid_value", std::string(key) + " must be a positive integer", key);
       }
-      req.max_tokens = doc[key].get<std::int64_t>();
+      req.max_tokens = value->get<std::int64_t>();
     }
   }
   auto temperature = bounded_number(doc, "temperature", 0.0, 2.0);
@@ -238,8 +243,8 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     }
     req.response_format = type->get<std::string>();
   }
-  if (doc.contains("stop") && !doc["stop"].is_null()) {
-    const json& stop = doc["stop"];
+  if (const json* stop_field = field("stop"); stop_field != nullptr && !stop_field->is_null()) {
+    const json& stop = *stop_field;
     if (stop.is_string()) {
       req.stop.push_back(stop.get<std::string>());
     } else if (stop.is_array()) {
@@ -251,11 +256,11 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
       return bad("invalid_type", "stop must be a string or array of strings", "stop");
     }
   }
-  if (doc.contains("hengshi")) {
-    auto ext = parse_extension(doc["hengshi"]);
+  if (const auto hengshi = doc.find("hengshi"); hengshi != doc.end()) {
+    auto ext = parse_extension(*hengshi);
     if (!ext) return ext.error();
     req.hengshi = std::move(*ext);
-    doc.erase("hengshi");
+    doc.erase(hengshi);
   }
   req.body = std::move(doc);
   return req;
