@@ -23,6 +23,10 @@ namespace hengshi::server {
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
+// A response's status line and fields as Beast's serializer writes them, ending with the blank
+// line (the body is written beside it).
+std::string response_head(const Response& response);
+
 struct ClientKey;  // server/key_store.h
 struct KeySet;     // server/key_store.h
 

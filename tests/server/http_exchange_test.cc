@@ -1,0 +1,44 @@
+// The response head hengshi writes by hand must be the bytes Beast's serializer writes, for any
+// status, version and set of fields: clients parse it.
+#include "server/http_exchange.h"
+
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace hengshi::server {
+namespace {
+
+std::string beast_head(const Response& response) {
+  std::ostringstream out;
+  out << response.base();  // Beast's serializer for the header alone
+  return out.str();
+}
+
+TEST(ResponseHeadTest, IsTheHeadBeastsSerializerWrites) {
+  Response ok{http::status::ok, 11};
+  ok.set(http::field::content_type, "application/json");
+  ok.insert(http::field::unknown, "X-Hengshi-Route", "cloud-small");
+  ok.insert(http::field::unknown, "X-Empty", "");
+  ok.set(http::field::server, "hengshi");
+  ok.body() = R"({"a":1})";
+  ok.prepare_payload();
+  EXPECT_EQ(response_head(ok), beast_head(ok));
+  EXPECT_EQ(response_head(ok).rfind("HTTP/1.1 200 OK\r\n", 0), 0u);
+
+  Response old{http::status::too_many_requests, 10};
+  old.keep_alive(false);
+  old.set(http::field::retry_after, "3");
+  old.prepare_payload();
+  EXPECT_EQ(response_head(old), beast_head(old));
+  EXPECT_EQ(response_head(old).rfind("HTTP/1.0 429 Too Many Requests\r\n", 0), 0u);
+
+  Response custom{http::status::service_unavailable, 11};
+  custom.reason("Offline");
+  EXPECT_EQ(response_head(custom), beast_head(custom));
+  EXPECT_EQ(response_head(custom).substr(response_head(custom).size() - 4), "\r\n\r\n");
+}
+
+}  // namespace
+}  // namespace hengshi::server
