@@ -9,7 +9,7 @@
 
 namespace hengshi::server {
 
-std::string response_head(const Response& response) {
+std::string response_head(const Response& response, std::string_view extra_lines) {
   std::string head;
   head.reserve(256);
   head += response.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
@@ -27,6 +27,7 @@ std::string response_head(const Response& response) {
     head.append(value.data(), value.size());
     head += "\r\n";
   }
+  head.append(extra_lines);
   head += "\r\n";
   return head;
 }
@@ -42,7 +43,7 @@ bool HttpExchange::after_write(const beast::error_code& ec) {
   return !ec;
 }
 
-awaitable<bool> HttpExchange::send(Response response) {
+awaitable<bool> HttpExchange::send(Response response, std::string extra_head_lines) {
   response_started_ = true;
   status_ = static_cast<int>(response.result_int());
   keep_alive_ = keep_alive_ && request_.keep_alive();
@@ -53,17 +54,13 @@ awaitable<bool> HttpExchange::send(Response response) {
   beast::error_code ec;
   unwatch_client();
   before_write();
-  std::size_t n = 0;
-  if (response.chunked()) {
-    n = co_await http::async_write(stream_, response, asio::redirect_error(use_awaitable, ec));
-  } else {
-    // The head by hand and the body beside it in one gather write: Beast's serializer walks
-    // views of views of buffers (cat, prefix, suffix) for every write, a few thousand
-    // instructions a response.
-    std::string head = response_head(response);
-    std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(response.body())};
-    n = co_await asio::async_write(stream_, buffers, asio::redirect_error(use_awaitable, ec));
-  }
+  // prepare_payload() gave the string body a Content-Length (never chunked). The head is written
+  // by hand and the body beside it in one gather write: Beast's serializer walks views of views
+  // of buffers (cat, prefix, suffix) for every write, a few thousand instructions a response.
+  std::string head = response_head(response, extra_head_lines);
+  std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(response.body())};
+  const std::size_t n =
+      co_await asio::async_write(stream_, buffers, asio::redirect_error(use_awaitable, ec));
   bytes_sent_ += n;
   co_return after_write(ec);
 }

@@ -23,9 +23,9 @@ namespace hengshi::server {
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
-// A response's status line and fields as Beast's serializer writes them, ending with the blank
-// line (the body is written beside it).
-std::string response_head(const Response& response);
+// A response's status line and fields as Beast's serializer writes them, then `extra_lines`
+// (whole "Name: value\r\n" lines), ending with the blank line (the body is written beside it).
+std::string response_head(const Response& response, std::string_view extra_lines = {});
 
 struct ClientKey;  // server/key_store.h
 struct KeySet;     // server/key_store.h
@@ -71,9 +71,10 @@ class HttpExchange {
     unwatch_client_ = std::move(disarm);
   }
 
-  // Sends a complete response (keep-alive and Content-Length are filled in). False when the
-  // client is gone.
-  awaitable<bool> send(Response response);
+  // Sends a complete response (keep-alive and Content-Length are filled in), with
+  // `extra_head_lines` (whole "Name: value\r\n" lines the gateway wrote itself) after its fields.
+  // False when the client is gone.
+  awaitable<bool> send(Response response, std::string extra_head_lines = {});
   awaitable<bool> send_json(http::status status, std::string body);
 
   // Starts a chunked text/event-stream response with the given extra headers already set on

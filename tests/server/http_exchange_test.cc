@@ -34,6 +34,10 @@ TEST(ResponseHeadTest, IsTheHeadBeastsSerializerWrites) {
   EXPECT_EQ(response_head(old), beast_head(old));
   EXPECT_EQ(response_head(old).rfind("HTTP/1.0 429 Too Many Requests\r\n", 0), 0u);
 
+  // The gateway's own lines go after the fields, before the blank line.
+  EXPECT_EQ(response_head(ok, "X-Hengshi-Level: 0\r\n"),
+            beast_head(ok).substr(0, beast_head(ok).size() - 2) + "X-Hengshi-Level: 0\r\n\r\n");
+
   Response custom{http::status::service_unavailable, 11};
   custom.reason("Offline");
   EXPECT_EQ(response_head(custom), beast_head(custom));
