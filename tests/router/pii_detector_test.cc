@@ -164,6 +164,23 @@ TEST(PiiDetectorTest, FindsMobileInsideChineseText) {
               ElementsAre(PiiMatch{"mobile_cn", 11, 13}));
 }
 
+// Digits are searched eight bytes at a time: a number starting at any offset of a word, after
+// ASCII letters or after a full-width digit's lead byte, is still found where it starts.
+TEST(PiiDetectorTest, FindsANumberAtEveryOffsetOfTheWordScan) {
+  const PiiDetector pii = detector();
+  for (std::size_t at = 0; at <= 17; ++at) {
+    const std::string prefix = std::string(at, 'x') + " ";
+    EXPECT_THAT(pii.find(prefix + "13812345678 ok"), ElementsAre(PiiMatch{"mobile_cn", prefix.size(), 11})) << at;
+    // "/:" sit just below and above the digits in ASCII.
+    EXPECT_THAT(pii.find(std::string(at, '/') + ":" + "13812345678"),
+                ElementsAre(PiiMatch{"mobile_cn", at + 1, 11}))
+        << at;
+  }
+  const std::string full_width_one = "\xEF\xBC\x91";  // １
+  EXPECT_THAT(pii.find("abcdefgh" + full_width_one + "3812345678"),
+              ElementsAre(PiiMatch{"mobile_cn", 8, full_width_one.size() + 10}));
+}
+
 TEST(PiiDetectorTest, MobileNearMisses) {
   const PiiDetector pii = detector();
   expect_none(pii, "138123456789");                // 12 digits
