@@ -21,6 +21,8 @@ before/after reads as a ratio from one run on one machine.
 printed (beside --compare's binary), with the top functions by inclusive count. Times on this
 shared machine swing 20-30% between runs; the count moves by under 0.5%, so a cut of a few
 percent in the gateway's own code shows (the kernel's share does not: use the timed runs).
+With --check it fails when the count rose more than 5% above bench/baseline.json's
+(--record writes it); its last line is the count.
 
 Ratios are what to read: the machine is shared and noisy, so every figure is against a
 baseline measured in the same run. `--check` compares the RPS ratio with bench/baseline.json
@@ -316,8 +318,11 @@ def loadgen_ttft(build, url, body, headers, rate, seconds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=8, help="each timed wrk run")
-    ap.add_argument("--check", action="store_true", help="fail when the RPS ratio fell >15%% below bench/baseline.json")
-    ap.add_argument("--record", action="store_true", help="write this run's ratios into bench/baseline.json")
+    ap.add_argument("--check", action="store_true",
+                    help="fail when the RPS ratio fell >15%% below bench/baseline.json (with --instructions: "
+                         "when the count rose >5%% above it)")
+    ap.add_argument("--record", action="store_true",
+                    help="write this run's ratios (with --instructions: its count) into bench/baseline.json")
     ap.add_argument("--no-stream", action="store_true", help="skip the streaming phase")
     ap.add_argument("--allocs", action="store_true",
                     help="also count heap allocations per request (perf probe on mimalloc; needs root)")
@@ -430,7 +435,26 @@ pools:
             print("top functions of hengshi, inclusive instructions per request:")
             for per_request, function in counted["hengshi"][1]:
                 print(f"  {per_request:>10,.0f}  {function}")
-            return 0
+            # A count is steady where times are not: the guard a slower hot path cannot pass.
+            baseline_file = os.path.join(ROOT, "bench", "baseline.json")
+            baseline = json.load(open(baseline_file)) if os.path.exists(baseline_file) else {}
+            count = round(counted["hengshi"][0])
+            status = 0
+            if args.record:
+                baseline["instructions_per_request"] = count
+                with open(baseline_file, "w") as f:
+                    json.dump(baseline, f, indent=2)
+                    f.write("\n")
+            if args.check:
+                recorded = baseline.get("instructions_per_request")
+                if not recorded:
+                    sys.exit("no instructions_per_request in bench/baseline.json: run with --record first")
+                if count > recorded * 1.05:
+                    print(f"REGRESSION: {count} instructions per request > {recorded * 1.05:.0f} "
+                          f"(105% of recorded {recorded})")
+                    status = 1
+            print(f"instructions per request: {count}")
+            return status
         paths = [("direct", f"http://127.0.0.1:{mock_port}/v1/chat/completions", plain, mock_worker),
                  ("nginx hop", f"http://127.0.0.1:{hop_port}/v1/chat/completions", plain, hop_worker),
                  ("hengshi", f"http://127.0.0.1:{gw_port}/v1/chat/completions", keyed, gateway.pid)]

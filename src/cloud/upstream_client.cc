@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "cloud/sse_parser.h"
+#include "cloud/upstream_response_parser.h"
 #include "cloud/tls_context.h"
 #include "core/json_text.h"
 #include "core/lazy_deadline.h"
@@ -577,7 +578,7 @@ class UpstreamCall {
       retry_fresh = stale(connection, ec, false);
       co_return io_failure(ec, UpstreamErrorKind::closed_early, "sending the request");
     }
-    http::response_parser<http::string_body> parser;
+    UpstreamResponseParser<http::string_body> parser;
     parser.body_limit(max_response_bytes());
     co_await http::async_read_header(stream, connection.buffer, parser,
                                      asio::redirect_error(use_awaitable, ec));
@@ -620,7 +621,7 @@ class UpstreamCall {
       retry_fresh = stale(connection, ec, false);
       co_return io_failure(ec, UpstreamErrorKind::closed_early, "sending the request");
     }
-    http::response_parser<http::buffer_body> parser;
+    UpstreamResponseParser<http::buffer_body> parser;
     // A stream is bounded by total_timeout_ms instead. Not boost::none: Beast 1.74 compares a
     // Content-Length against an empty optional as "over the limit".
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -634,7 +635,8 @@ class UpstreamCall {
     unsigned status = parser.get().result_int();
     if (status < 200 || status >= 300) {
       // Read the error body whole; the parser takes over the header already read.
-      http::response_parser<http::string_body> error_parser(std::move(parser));
+      http::response_parser<http::string_body> error_parser(
+          std::move(static_cast<http::response_parser<http::buffer_body>&>(parser)));
       arm(total_at_, UpstreamErrorKind::total_timeout);
       auto failed = co_await read_body(stream, connection, error_parser);
       if (failed && failed->kind == UpstreamErrorKind::overloaded) co_return std::move(*failed);
