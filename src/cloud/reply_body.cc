@@ -10,6 +10,8 @@
 namespace hengshi::cloud {
 namespace {
 
+static_assert(kJsonPadding >= simdjson::SIMDJSON_PADDING, "kJsonPadding must cover simdjson's padding");
+
 // The member's value as a client reads it: with a repeated name, the last one (JSON.parse and
 // Python's json keep the last; simdjson's lookup finds the first).
 bool last_member(simdjson::dom::object object, std::string_view key, simdjson::dom::element& out) {
@@ -39,7 +41,7 @@ std::int64_t int_or_zero(simdjson::dom::object object, std::string_view key) {
 // reserved.
 simdjson::error_code parse_padded(simdjson::dom::parser& parser, std::string& text, simdjson::dom::element& root) {
   const std::size_t size = text.size();
-  text.reserve(size + simdjson::SIMDJSON_PADDING);
+  text.reserve(size + kJsonPadding);
   return parser.parse(text.data(), size, /*realloc_if_needed=*/false).get(root);
 }
 

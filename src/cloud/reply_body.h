@@ -5,6 +5,7 @@
 // JSON cost per proxied request).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,9 +34,13 @@ struct ReplyBody {
 // JSON, invalid UTF-8, nested too deep, not an object, or no "choices" array.
 Result<ReplyBody> read_reply_body(std::string&& raw);
 
+// The readable capacity simdjson needs past a text's end (simdjson::SIMDJSON_PADDING, checked
+// where simdjson is included): a text reserved with it is parsed without being copied.
+inline constexpr std::size_t kJsonPadding = 64;
+
 // True when `text` is one valid JSON value (UTF-8 checked), by simdjson: how each streamed
 // chunk is checked before it is passed on. `text` must have simdjson's padding of readable
-// capacity past its end; the function reserves it.
+// capacity past its end; the function reserves it (a copy when it was not there).
 bool is_valid_json(std::string& text);
 
 // The reply's bytes with `"name": value_json` as the object's last member. `value_json` must be

@@ -678,7 +678,10 @@ class UpstreamCall {
           summary.ttft = elapsed();
           arm(total_at_, UpstreamErrorKind::total_timeout);
         }
-        std::string& chunk_text = arrived.emplace_back(*event);
+        // Room for simdjson's padding from the start: is_valid_json() would grow it (a copy).
+        std::string& chunk_text = arrived.emplace_back();
+        chunk_text.reserve(event->size() + kJsonPadding);
+        chunk_text.assign(*event);
         if (!is_valid_json(chunk_text)) {
           co_return error(UpstreamErrorKind::bad_response,
                           "stream chunk is not JSON: " + snippet(chunk_text));
