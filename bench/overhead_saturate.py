@@ -17,8 +17,9 @@ measured right after it in every run; --rounds N repeats the runs and reports me
 before/after reads as a ratio from one run on one machine.
 
 --instructions SECONDS replaces the timed runs with a count: the gateway runs under callgrind
-(valgrind) and the instructions it executes per proxied request over SECONDS of c=4 load are
-printed (beside --compare's binary), with the top functions by inclusive count. Times on this
+(valgrind) and the instructions it executes per proxied request, and per streamed request,
+over SECONDS of c=4 load are printed (beside --compare's binary), with the top functions by
+inclusive count. Times on this
 shared machine swing 20-30% between runs; the count moves by under 0.5%, so a cut of a few
 percent in the gateway's own code shows (the kernel's share does not: use the timed runs).
 With --check it fails when the count rose more than 5% above bench/baseline.json's
@@ -302,7 +303,7 @@ def instructions_per_request(proc, url, script, seconds, top):
             continue
         seen.add(name)
         functions.append((int(m.group(1).replace(",", "")) / n, name))
-        if len(functions) == top:
+        if len(functions) >= top:
             break
     return total / n, functions
 
@@ -422,16 +423,22 @@ pools:
         plain, keyed = lua("plain", body, False), lua("keyed", body, True)
         if args.instructions:
             binaries = [("hengshi", hengshi)] + ([("before", args.compare)] if args.compare else [])
-            counted = {}
+            counted, streamed = {}, {}
+            sse_keyed = lua("sse_instructions", stream_body, True)
             for name, binary in binaries:
                 proc, port = start_gateway(name + "-callgrind", "", binary, callgrind=True)
                 counted[name] = instructions_per_request(proc, f"http://127.0.0.1:{port}/v1/chat/completions",
                                                          keyed, args.instructions, 15)
-            print(f"instructions per proxied request (callgrind, wrk c=4 for {args.instructions} s after a warm-up)")
-            for name, (per_request, _) in counted.items():
-                print(f"  {name:10}{per_request:>12,.0f}")
+                proc, port = start_gateway(name + "-callgrind-sse", "/stream", binary, callgrind=True)
+                streamed[name] = instructions_per_request(proc, f"http://127.0.0.1:{port}/v1/chat/completions",
+                                                          sse_keyed, args.instructions, 0)
+            print(f"instructions per request (callgrind, wrk c=4 for {args.instructions} s after a warm-up)")
+            print(f"  {'':10}{'proxied':>12}{'streamed':>12}   (streamed: {STREAM_CHUNKS} content chunks + usage + [DONE])")
+            for name in counted:
+                print(f"  {name:10}{counted[name][0]:>12,.0f}{streamed[name][0]:>12,.0f}")
             if args.compare:
-                print(f"  hengshi vs before: {counted['hengshi'][0] / counted['before'][0]:.3f}x")
+                print(f"  hengshi vs before: proxied {counted['hengshi'][0] / counted['before'][0]:.3f}x, "
+                      f"streamed {streamed['hengshi'][0] / streamed['before'][0]:.3f}x")
             print("top functions of hengshi, inclusive instructions per request:")
             for per_request, function in counted["hengshi"][1]:
                 print(f"  {per_request:>10,.0f}  {function}")
