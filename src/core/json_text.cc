@@ -4,34 +4,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
+
+#include "core/byte_word.h"
 
 namespace hengshi {
 
 namespace {
-
-// One serializer per thread, writing into a per-thread buffer: json::dump() builds a serializer
-// per call, and that allocates its output adapter (a shared_ptr) and a 512-byte indent string —
-// two allocations per dump, six per proxied request in the upstream body alone.
-struct ThreadSerializer {
-  std::string buffer;  // declared first: the serializer's adapter refers to it
-  nlohmann::detail::serializer<nlohmann::json> serializer{
-      nlohmann::detail::output_adapter<char, std::string>(buffer), ' ', nlohmann::json::error_handler_t::replace};
-};
-
-constexpr std::size_t kKeptBufferBytes = 64 * 1024;  // a bigger dump's buffer is not kept
-
-// Runs `use` on the dump of `value` (compact, invalid UTF-8 replaced). Not reentrant: `use`
-// must not dump again.
-template <typename Use>
-void with_dump(const nlohmann::json& value, Use&& use) {
-  thread_local ThreadSerializer local;
-  local.buffer.clear();
-  local.serializer.dump(value, /*pretty_print=*/false, /*ensure_ascii=*/false, /*indent_step=*/0);
-  use(static_cast<const std::string&>(local.buffer));
-  if (local.buffer.capacity() > kKeptBufferBytes) std::string().swap(local.buffer);
-}
 
 template <typename Integer>
 void append_integer(std::string& out, Integer value) {
@@ -91,8 +70,8 @@ void append_dump_text(std::string& out, const nlohmann::json& value) {
     }
     case Type::null:
     case Type::discarded: out += "null"; return;
-    case Type::binary:  // never parsed from text; nlohmann's serializer knows its form
-      with_dump(value, [&out](const std::string& text) { out += text; });
+    case Type::binary:  // never parsed from text, never on a request's path: nlohmann's own form
+      out += value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
       return;
   }
 }
@@ -157,17 +136,10 @@ std::size_t sequence_length(std::string_view text, std::size_t i) {
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 // Whether the 8 bytes at `p` are all plain ASCII in a JSON string (no control character, quote,
-// backslash or byte above 0x7F), tested a word at a time (the "has zero byte" bit trick, which is
-// exact as a yes/no).
+// backslash or byte above 0x7F).
 bool plain_word(const char* p) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr std::uint64_t kHighs = 0x8080808080808080ULL;
-  std::uint64_t word;
-  std::memcpy(&word, p, sizeof word);
-  const auto has_zero = [](std::uint64_t v) { return ((v - kOnes) & ~v & kHighs) != 0; };
-  const bool below_space = ((word - kOnes * 0x20) & ~word & kHighs) != 0;  // exact with no high bit
-  return (word & kHighs) == 0 && !below_space && !has_zero(word ^ (kOnes * '"')) &&
-         !has_zero(word ^ (kOnes * '\\'));
+  const std::uint64_t word = load_word(p);
+  return !has_high_byte(word) && !has_byte_below(word, 0x20) && !has_byte(word, '"') && !has_byte(word, '\\');
 }
 
 // Appends the UTF-8 sequence at text[i], or U+FFFD for an invalid byte; returns the bytes read.

@@ -5,9 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <utility>
+
+#include "core/byte_word.h"
 
 namespace hengshi::router {
 namespace {
@@ -358,18 +359,10 @@ std::optional<NumberItem> match_bank_card(const DigitWindow& window) {
 }
 
 // Whether the 8 bytes at `p` may hold a digit: true for any ASCII digit and any byte above 0x7F
-// (a full-width digit starts with 0xEF); may be true without one (the caller then looks byte by
-// byte), never false with one. The "has a byte between" bit trick on the low seven bits.
+// (a full-width digit starts with 0xEF; the caller then looks byte by byte).
 bool may_hold_digit(const char* p) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr std::uint64_t kLow7 = kOnes * 0x7F;
-  constexpr std::uint64_t kHighs = kOnes * 0x80;
-  std::uint64_t word;
-  std::memcpy(&word, p, sizeof word);
-  if ((word & kHighs) != 0) return true;
-  const std::uint64_t low = word & kLow7;  // all of it: no high bit
-  // A byte b with '0' - 1 < b < '9' + 1.
-  return (((kOnes * (127 + ('9' + 1)) - low) & ~word & (low + kOnes * (127 - ('0' - 1)))) & kHighs) != 0;
+  const std::uint64_t word = load_word(p);
+  return has_high_byte(word) || has_byte_between(word, '0' - 1, '9' + 1);
 }
 
 // The offset of the next digit at or after `pos`, or text.size().

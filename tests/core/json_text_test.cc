@@ -74,6 +74,8 @@ TEST(JsonText, DumpTextIsNlohmannsDumpForValidText) {
       "z":"\u007f"})");
   EXPECT_EQ(dump_text(doc), doc.dump());
   for (const auto& member : doc) EXPECT_EQ(dump_text(member), member.dump()) << member.dump();
+  const auto binary = nlohmann::json{{"blob", nlohmann::json::binary({1, 2, 255})}, {"n", 1}};
+  EXPECT_EQ(dump_text(binary), binary.dump());  // no parse makes one; still nlohmann's bytes
   EXPECT_EQ(dump_text(nlohmann::json(std::numeric_limits<double>::infinity())), "null");
   EXPECT_EQ(dump_text(nlohmann::json()), "null");
 }
