@@ -44,11 +44,15 @@ void set_meta_headers(Message& message, const ResponseMeta& meta) {
 // fields keep a case-insensitive ordered index, and inserting names that share "X-Hengshi-"
 // compared them character by character, about 450 instructions a header. The values are the
 // gateway's own (ids, enum names, numbers): no line break can come from outside.
+void append_header_line(std::string& lines, std::string_view name, std::string_view value) {
+  lines.append(name).append(": ").append(value).append("\r\n");
+}
+
 std::string meta_header_lines(const ResponseMeta& meta) {
   std::string lines;
   lines.reserve(256);
   for_each_meta_header(meta, [&lines](std::string_view name, std::string_view value) {
-    lines.append(name).append(": ").append(value).append("\r\n");
+    append_header_line(lines, name, value);
   });
   return lines;
 }
@@ -144,7 +148,7 @@ awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, chain::An
     Response response{http::status::ok, exchange_.request().version()};
     response.set(http::field::content_type, "application/json");
     std::string meta_lines = meta_header_lines(meta);
-    meta_lines.append("X-Hengshi-Overhead-Us: ").append(std::to_string(meta.overhead_us)).append("\r\n");
+    append_header_line(meta_lines, "X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
     if (answer.upstream_body.present()) {
       // The upstream's own bytes, passed through with our metadata spliced in (no re-serialising).
       response.body() = cloud::with_member(answer.upstream_body, "hengshi", client_meta_text(meta));
