@@ -280,6 +280,23 @@ def profile_top(url, script, pid, conc, seconds, top, keep=None):
         print("  " + line.strip()[:150])
 
 
+BASELINE_FILE = os.path.join(ROOT, "bench", "baseline.json")
+
+
+def load_baseline():
+    """bench/baseline.json's recorded figures (what --check compares with), {} when absent."""
+    if not os.path.exists(BASELINE_FILE):
+        return {}
+    with open(BASELINE_FILE) as f:
+        return json.load(f)
+
+
+def save_baseline(baseline):
+    with open(BASELINE_FILE, "w") as f:
+        json.dump(baseline, f, indent=2)
+        f.write("\n")
+
+
 def instructions_per_request(proc, url, script, seconds, top):
     """Instructions the gateway `proc` (started under callgrind with instrumentation off) runs per
     proxied request: counted only over a closed-loop wrk run at c=4 after a warm-up, so start-up
@@ -443,15 +460,12 @@ pools:
             for per_request, function in counted["hengshi"][1]:
                 print(f"  {per_request:>10,.0f}  {function}")
             # A count is steady where times are not: the guard a slower hot path cannot pass.
-            baseline_file = os.path.join(ROOT, "bench", "baseline.json")
-            baseline = json.load(open(baseline_file)) if os.path.exists(baseline_file) else {}
+            baseline = load_baseline()
             count = round(counted["hengshi"][0])
             status = 0
             if args.record:
                 baseline["instructions_per_request"] = count
-                with open(baseline_file, "w") as f:
-                    json.dump(baseline, f, indent=2)
-                    f.write("\n")
+                save_baseline(baseline)
             if args.check:
                 recorded = baseline.get("instructions_per_request")
                 if not recorded:
@@ -566,13 +580,10 @@ pools:
             print(f"  added TTFT p50 at {rate} req/s: nginx hop {results[('stream nginx hop', 4)]['ttft_us'] - d:.0f} µs, "
                   f"hengshi {results[('stream hengshi', 4)]['ttft_us'] - d:.0f} µs")
 
-        baseline_file = os.path.join(ROOT, "bench", "baseline.json")
-        baseline = json.load(open(baseline_file)) if os.path.exists(baseline_file) else {}
+        baseline = load_baseline()
         if args.record:
             baseline["overhead_rps_ratio"] = {"c4": round(ratio[4], 3), "c64": round(ratio[64], 3)}
-            with open(baseline_file, "w") as f:
-                json.dump(baseline, f, indent=2)
-                f.write("\n")
+            save_baseline(baseline)
         status = 0
         if errors:
             print(f"{errors} errors or non-200 answers during the runs")
