@@ -157,10 +157,12 @@ def worker_pid(master, seconds=5):
 
 
 def cpu_seconds(pid):
-    """(user, kernel) CPU seconds of the process so far: utime and stime, fields 14 and 15."""
+    """(user, kernel) CPU seconds of the process so far: utime and stime, fields 14 and 15; and its
+    minor page faults, field 10 (kernel time no syscall count shows: memory the allocator returned
+    and touches again)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK, int(fields[7])
 
 
 UNITS = {"us": 1, "ms": 1e3, "s": 1e6}
@@ -180,9 +182,10 @@ def run_wrk(url, script, connections, seconds):
 
 
 def measure(url, script, connections, seconds, pid):
-    user_before, sys_before = cpu_seconds(pid)
+    user_before, sys_before, faults_before = cpu_seconds(pid)
     r = run_wrk(url, script, connections, seconds)
-    user_after, sys_after = cpu_seconds(pid)
+    user_after, sys_after, faults_after = cpu_seconds(pid)
+    r["faults"] = (faults_after - faults_before) / max(1, r["requests"])
     r["cpu_us"] = (user_after - user_before + sys_after - sys_before) * 1e6 / max(1, r["requests"])
     # The kernel's part apart: on loopback it includes delivering to, and waking, the peer.
     r["sys_us"] = (sys_after - sys_before) * 1e6 / max(1, r["requests"])
@@ -297,7 +300,7 @@ def save_baseline(baseline):
         f.write("\n")
 
 
-def instructions_per_request(proc, url, script, seconds, top):
+def instructions_per_request(proc, url, script, seconds, top, keep_dir=None):
     """Instructions the gateway `proc` (started under callgrind with instrumentation off) runs per
     proxied request: counted only over a closed-loop wrk run at c=4 after a warm-up, so start-up
     and first-request costs stay out. A count, not a time: it does not move with the machine's
@@ -309,6 +312,9 @@ def instructions_per_request(proc, url, script, seconds, top):
     proc.send_signal(signal.SIGINT)  # the gateway's graceful stop; callgrind writes its file at exit
     proc.wait(timeout=120)
     out = proc.callgrind_out
+    if keep_dir:
+        os.makedirs(keep_dir, exist_ok=True)
+        shutil.copy(out, keep_dir)
     n = max(1, r["requests"])
     report = subprocess.run(["callgrind_annotate", "--inclusive=yes", out], capture_output=True, text=True,
                             timeout=300).stdout
@@ -358,6 +364,8 @@ def main():
     ap.add_argument("--instructions", type=int, default=0, metavar="SECONDS",
                     help="instead of the timed runs: instructions per request of hengshi (and --compare) "
                          "under callgrind (valgrind) over SECONDS of c=4 load, with the top functions")
+    ap.add_argument("--callgrind-data", metavar="DIR",
+                    help="with --instructions: keep the callgrind recordings in DIR (callgrind_annotate reads them)")
     args = ap.parse_args()
     for tool in ("wrk",):
         if not shutil.which(tool):
@@ -445,10 +453,10 @@ pools:
             for name, binary in binaries:
                 proc, port = start_gateway(name + "-callgrind", "", binary, callgrind=True)
                 counted[name] = instructions_per_request(proc, f"http://127.0.0.1:{port}/v1/chat/completions",
-                                                         keyed, args.instructions, 15)
+                                                         keyed, args.instructions, 15, args.callgrind_data)
                 proc, port = start_gateway(name + "-callgrind-sse", "/stream", binary, callgrind=True)
                 streamed[name] = instructions_per_request(proc, f"http://127.0.0.1:{port}/v1/chat/completions",
-                                                          sse_keyed, args.instructions, 0)
+                                                          sse_keyed, args.instructions, 0, args.callgrind_data)
             print(f"instructions per request (callgrind, wrk c=4 for {args.instructions} s after a warm-up)")
             print(f"  {'':10}{'proxied':>12}{'streamed':>12}   (streamed: {STREAM_CHUNKS} content chunks + usage + [DONE])")
             for name in counted:
@@ -489,10 +497,10 @@ pools:
                 sys.exit(f"{name}: {r['errors']} errors in the warm-up: no measurement")
 
         print(f"closed loop, wrk -t1, {args.seconds} s per run, non-streaming; server CPU from /proc/PID/stat")
-        print(f"{'path':12}{'conc':>6}{'RPS':>10}{'p50 µs':>9}{'p99 µs':>9}{'CPU µs/req':>12}{'of it sys':>11}{'errors':>8}")
+        print(f"{'path':12}{'conc':>6}{'RPS':>10}{'p50 µs':>9}{'p99 µs':>9}{'CPU µs/req':>12}{'of it sys':>11}{'faults/req':>11}{'errors':>8}")
         def print_row(name, conc, r):
             print(f"{name:12}{conc:>6}{r['rps']:>10.0f}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
-                  f"{r['cpu_us']:>12.1f}{r['sys_us']:>11.1f}{r['errors']:>8}", flush=True)
+                  f"{r['cpu_us']:>12.1f}{r['sys_us']:>11.1f}{r['faults']:>11.3f}{r['errors']:>8}", flush=True)
 
         runs = {}
         for round_index in range(args.rounds):
