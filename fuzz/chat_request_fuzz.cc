@@ -1,8 +1,10 @@
 // Fuzzes hengshi::parse_chat_request with arbitrary request bodies. It must answer every body with
 // a request or a 400, never throw; an accepted body must survive what the gateway then does with
-// it (forwarding upstream dumps it, routing reads the last user message).
+// it (forwarding upstream dumps it, routing reads the last user message). Members forwarded as
+// the caller wrote them must read back as exactly the DOM's (what the router checked).
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "core/chat_request.h"
@@ -22,5 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(!request.messages.empty());
   (void)request.last_user_text();
   (void)request.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (request.forwarded_members) {
+    const nlohmann::json members =
+        nlohmann::json::parse("{" + *request.forwarded_members + "}", nullptr, /*allow_exceptions=*/false);
+    nlohmann::json expected = request.body;
+    for (std::string_view name : hengshi::kMembersWrittenAgain) expected.erase(std::string(name));
+    FUZZ_CHECK(members == expected);
+  }
   return 0;
 }

@@ -246,7 +246,7 @@ Answer CloudSource::answered(const std::string& model, const std::string& upstre
 awaitable<Result<Answer, AttemptError>> CloudSource::answer(const SourceRequest& request) {
   cloud::CallOptions options;
   options.avoid = request.avoid;
-  auto reply = co_await pool_.complete(request.request->body, request.deadline, request.cancel, options);
+  auto reply = co_await pool_.complete(cloud::ForwardBody(*request.request), request.deadline, request.cancel, options);
   if (!reply) co_return from_upstream(reply.error());
   Answer answer = answered(reply->model, reply->upstream, reply->usage, reply->latency);
   answer.upstream_body = std::move(reply->body);
@@ -262,7 +262,7 @@ awaitable<Result<Answer, AttemptError>> CloudSource::stream(const SourceRequest&
   cloud::CallOptions options;
   options.avoid = request.avoid;
   options.on_chosen = request.on_answerer;
-  auto summary = co_await pool_.stream(request.request->body, request.deadline, request.cancel, std::move(chunks),
+  auto summary = co_await pool_.stream(cloud::ForwardBody(*request.request), request.deadline, request.cancel, std::move(chunks),
                                        options);
   if (!summary) co_return from_upstream(summary.error());
   Answer answer = answered(summary->model, summary->upstream, summary->usage, summary->latency);

@@ -261,7 +261,7 @@ awaitable<Result<CloudPool::Lease, UpstreamError>> CloudPool::admit(Deadline dea
   co_return Lease{std::move(*permit), static_cast<std::size_t>(choice.index), choice.admission};
 }
 
-awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const nlohmann::json& request,
+awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const ForwardBody& request,
                                                                     Deadline deadline,
                                                                     CancelToken cancel,
                                                                     CallOptions options) {
@@ -278,7 +278,7 @@ awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const nlohma
   co_return std::move(result);
 }
 
-awaitable<Result<StreamSummary, UpstreamError>> CloudPool::stream(const nlohmann::json& request,
+awaitable<Result<StreamSummary, UpstreamError>> CloudPool::stream(const ForwardBody& request,
                                                                   Deadline deadline,
                                                                   CancelToken cancel,
                                                                   ChunkSink sink,

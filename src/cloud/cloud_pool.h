@@ -92,10 +92,10 @@ class CloudPool {
   // member is at max_concurrent. The outcome is recorded on the member's breaker; for streams a
   // failure after the first chunk counts too (and is remembered as a broken stream). `options`
   // is taken by value: it lives in the call's frame.
-  awaitable<Result<UpstreamReply, UpstreamError>> complete(const nlohmann::json& request,
+  awaitable<Result<UpstreamReply, UpstreamError>> complete(const ForwardBody& request,
                                                            Deadline deadline, CancelToken cancel,
                                                            CallOptions options = {});
-  awaitable<Result<StreamSummary, UpstreamError>> stream(const nlohmann::json& request,
+  awaitable<Result<StreamSummary, UpstreamError>> stream(const ForwardBody& request,
                                                          Deadline deadline, CancelToken cancel,
                                                          ChunkSink sink, CallOptions options = {});
 

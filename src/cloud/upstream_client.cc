@@ -42,14 +42,19 @@ constexpr Millis kPeekAfterIdle{1000};
 // The caller's body re-serialized for the member: "model" replaced, "stream" forced, and for
 // streams stream_options.include_usage forced on. Top-level values are copied as they are
 // (no deep copy of the caller's messages). The gateway's "hengshi" object never goes upstream.
-std::string upstream_body(const json& request, const std::string& model, bool stream) {
+std::string upstream_body(const ForwardBody& forward, const std::string& model, bool stream) {
+  const json& request = forward.dom;
   std::string out;
-  out.reserve(256);
+  out.reserve(forward.members != nullptr ? forward.members->size() + 96 : 256);
   out += "{\"model\":";
   append_json_string(out, model);
   out += stream ? ",\"stream\":true" : ",\"stream\":false";
   const json* stream_options = nullptr;
-  if (request.is_object()) {
+  if (forward.members != nullptr) {
+    // The caller's own bytes: the request's parse found them to hold what the DOM holds.
+    if (!forward.members->empty()) out.append(",").append(*forward.members);
+    if (const auto it = request.find("stream_options"); it != request.end()) stream_options = &*it;
+  } else if (request.is_object()) {
     for (auto it = request.begin(); it != request.end(); ++it) {
       const std::string& key = it.key();
       if (key == "model" || key == "stream" || key == "hengshi") continue;
@@ -206,7 +211,7 @@ class UpstreamCall {
   UpstreamCall(const UpstreamCall&) = delete;
   UpstreamCall& operator=(const UpstreamCall&) = delete;
 
-  awaitable<Result<UpstreamReply, UpstreamError>> complete(const json& request) {
+  awaitable<Result<UpstreamReply, UpstreamError>> complete(const ForwardBody& request) {
     if (auto refused = refuse()) co_return finish(std::move(*refused));
     body_ = upstream_body(request, client_.config_.model, /*stream=*/false);
     auto exchange = [this](auto& stream, Connection& connection, bool& retry_fresh) {
@@ -221,10 +226,10 @@ class UpstreamCall {
     co_return std::move(reply);
   }
 
-  awaitable<Result<StreamSummary, UpstreamError>> stream(const json& request, ChunkSink& sink) {
+  awaitable<Result<StreamSummary, UpstreamError>> stream(const ForwardBody& request, ChunkSink& sink) {
     if (auto refused = refuse()) co_return finish(std::move(*refused));
     body_ = upstream_body(request, client_.config_.model, /*stream=*/true);
-    caller_wants_usage_ = caller_wants_usage(request);
+    caller_wants_usage_ = caller_wants_usage(request.dom);
     auto exchange = [this, &sink](auto& stream, Connection& connection, bool& retry_fresh) {
       return exchange_sse(stream, connection, sink, retry_fresh);
     };
@@ -822,7 +827,7 @@ UpstreamClient::UpstreamClient(UpstreamConfig config, Url url,
 
 UpstreamClient::~UpstreamClient() = default;
 
-awaitable<Result<UpstreamReply, UpstreamError>> UpstreamClient::complete(const json& request,
+awaitable<Result<UpstreamReply, UpstreamError>> UpstreamClient::complete(const ForwardBody& request,
                                                                          Deadline deadline,
                                                                          CancelToken cancel) {
   auto executor = co_await asio::this_coro::executor;
@@ -830,7 +835,7 @@ awaitable<Result<UpstreamReply, UpstreamError>> UpstreamClient::complete(const j
   co_return co_await call.complete(request);
 }
 
-awaitable<Result<StreamSummary, UpstreamError>> UpstreamClient::stream(const json& request,
+awaitable<Result<StreamSummary, UpstreamError>> UpstreamClient::stream(const ForwardBody& request,
                                                                        Deadline deadline,
                                                                        CancelToken cancel,
                                                                        ChunkSink sink) {

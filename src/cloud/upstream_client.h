@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cloud/cloud_metrics.h"
+#include "cloud/forward_body.h"
 #include "cloud/reply_body.h"
 #include "cloud/response_budget.h"
 #include "cloud/upstream_error.h"
@@ -84,14 +85,14 @@ class UpstreamClient {
   // Non-streaming call. `request` is the caller's body; "model" is replaced with the member's
   // model and "stream" forced false (a caller's stream_options is dropped with it).
   // Must be awaited on the executor (strand) that owns `cancel`; `request` must outlive the call.
-  awaitable<Result<UpstreamReply, UpstreamError>> complete(const nlohmann::json& request,
+  awaitable<Result<UpstreamReply, UpstreamError>> complete(const ForwardBody& request,
                                                            Deadline deadline, CancelToken cancel);
 
   // Streaming call: "stream" forced true and stream_options.include_usage forced on so the
   // summary can count tokens; the usage-only chunk reaches `sink` only when the caller asked
   // for it. Every chunk goes to `sink` as it arrives. If `sink` returns false the connection is
   // closed and the call ends with UpstreamErrorKind::cancelled.
-  awaitable<Result<StreamSummary, UpstreamError>> stream(const nlohmann::json& request,
+  awaitable<Result<StreamSummary, UpstreamError>> stream(const ForwardBody& request,
                                                          Deadline deadline, CancelToken cancel,
                                                          ChunkSink sink);
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/json_fast_parse.h"
+#include "core/json_raw_members.h"
 #include "core/json_text.h"
 
 namespace hengshi {
@@ -138,7 +139,8 @@ Result<std::optional<double>, ApiError> bounded_number(const json& doc, const ch
 }  // namespace
 
 Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
-  std::optional<json> fast = parse_json_fast(body, kMaxJsonDepth);
+  bool repeated_names = true;  // unknown unless simdjson's parse says: then nothing is spliced
+  std::optional<json> fast = parse_json_fast(body, kMaxJsonDepth, &repeated_names);
   if (!fast) {
     // What simdjson refused: nlohmann's parser decides, as it always did (depth first).
     if (json_nesting_exceeds(body, kMaxJsonDepth)) {
@@ -263,6 +265,7 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     doc.erase(hengshi);
   }
   req.body = std::move(doc);
+  if (!repeated_names) req.forwarded_members = json_raw_members(body, kMembersWrittenAgain);
   return req;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,10 @@ inline constexpr std::size_t kMaxSessionIdBytes = 128;  // sessions are kept in 
 inline constexpr std::size_t kMaxTaskTypeBytes = 128;   // task types key policy and metrics
 inline constexpr std::int64_t kMaxDeadlineMs = 3'600'000;  // 1 h; larger values overflow clocks
 
+// The members an upstream body writes itself (cloud/upstream_body) or never forwards.
+inline constexpr std::array<std::string_view, 4> kMembersWrittenAgain = {"model", "stream", "stream_options",
+                                                                          "hengshi"};
+
 struct ChatRequest {
   std::string model;
   std::vector<ChatMessage> messages;
@@ -52,6 +57,12 @@ struct ChatRequest {
   std::string response_format;              // response_format.type, "" when not set
   HengshiExtension hengshi;
   nlohmann::json body;  // the caller's body without "hengshi": forwarded upstream as it came
+  // The body's members other than kMembersWrittenAgain, as the caller wrote them (json_raw_members),
+  // when the parse vouched that they hold what `body` holds: no object in the body repeats a
+  // member name (the DOM keeps the last value, an upstream's reader may take the first, so the
+  // router's checks would not have seen what went on). Upstream bodies splice these bytes instead
+  // of writing `body` again. Set only by parse_chat_request; whoever changes `body` resets it.
+  std::optional<std::string> forwarded_members;
 
   // The last user message, the text routing and the edge look at.
   std::string last_user_text() const;

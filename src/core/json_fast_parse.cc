@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-bool build(simdjson::dom::element element, json& out, int depth, int max_depth) {
+bool build(simdjson::dom::element element, json& out, int depth, int max_depth, bool& repeated_names) {
   using Type = simdjson::dom::element_type;
   switch (element.type()) {
     case Type::ARRAY: {
@@ -25,7 +25,7 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth) 
       out.get_ref<json::array_t&>().reserve(std::min<std::size_t>(items.size(), 4096));
       for (simdjson::dom::element item : items) {
         out.push_back(nullptr);
-        if (!build(item, out.back(), depth + 1, max_depth)) return false;
+        if (!build(item, out.back(), depth + 1, max_depth, repeated_names)) return false;
       }
       return true;
     }
@@ -33,9 +33,12 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth) 
       if (depth > max_depth) return false;
       out = json::object();
       const simdjson::dom::object fields = element.get_object().value_unsafe();
+      auto& members = out.get_ref<json::object_t&>();
       for (simdjson::dom::key_value_pair field : fields) {
-        // operator[] on a repeated name overwrites: the last one wins, as in nlohmann's parser.
-        if (!build(field.value, out[std::string(field.key)], depth + 1, max_depth)) return false;
+        // A repeated name overwrites: the last one wins, as in nlohmann's parser.
+        const auto [member, added] = members.try_emplace(std::string(field.key));
+        if (!added) repeated_names = true;  // build() below replaces the earlier value
+        if (!build(field.value, member->second, depth + 1, max_depth, repeated_names)) return false;
       }
       return true;
     }
@@ -59,7 +62,7 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth) 
 
 }  // namespace
 
-std::optional<json> parse_json_fast(std::string_view text, int max_depth) {
+std::optional<json> parse_json_fast(std::string_view text, int max_depth, bool* repeated_names) {
   // This thread's parser and a padded copy of the text keep their buffers between calls: no
   // allocation per request once warm (simdjson reads up to its padding past the end).
   thread_local simdjson::dom::parser parser;
@@ -71,7 +74,9 @@ std::optional<json> parse_json_fast(std::string_view text, int max_depth) {
     return std::nullopt;
   }
   json out;
-  if (!build(root, out, 1, max_depth)) return std::nullopt;
+  bool repeated = false;
+  if (!build(root, out, 1, max_depth, repeated)) return std::nullopt;
+  if (repeated_names != nullptr) *repeated_names = repeated;
   return out;
 }
 

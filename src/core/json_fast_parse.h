@@ -17,6 +17,9 @@ namespace hengshi {
 // nullopt when simdjson refuses the text (invalid JSON, or an integer beyond 64 bits, which
 // nlohmann reads as a double) or it nests containers deeper than `max_depth`: the caller then
 // takes nlohmann's parser, so what is accepted and every error stay as they were.
-std::optional<nlohmann::json> parse_json_fast(std::string_view text, int max_depth);
+// `repeated_names`, when given, says whether any object repeated a member name (the DOM holds
+// only the last value; a reader of the text may take the first).
+std::optional<nlohmann::json> parse_json_fast(std::string_view text, int max_depth,
+                                              bool* repeated_names = nullptr);
 
 }  // namespace hengshi

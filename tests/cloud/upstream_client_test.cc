@@ -1,4 +1,5 @@
 #include "cloud/upstream_client.h"
+#include "core/chat_request.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -184,6 +185,64 @@ TEST_F(UpstreamClientTest, NonStreamRoundTrip) {
   EXPECT_EQ(sent["temperature"], 0.5);
   EXPECT_FALSE(sent.contains("hengshi"));
   EXPECT_FALSE(sent.contains("stream_options"));
+}
+
+// A parsed request's members go on as the caller wrote them (its spacing and number forms too);
+// the model and stream are the member's, the extension never leaves, and a stream's options are
+// the caller's with usage turned on.
+TEST_F(UpstreamClientTest, ForwardsAParsedRequestsMembersAsTheCallerWroteThem) {
+  FakeUpstream fake;
+  FakeReply reply;
+  reply.stream = true;
+  reply.events = {content_chunk("one"), kUsageChunk};
+  fake.set_handler([reply](const FakeRequest& request) {
+    return request.body.find(R"("stream":true)") != std::string::npos ? reply : FakeReply{};
+  });
+  auto c = client(member(fake.base_url(), "as-written"));
+  auto request = parse_chat_request(
+      R"({"model":"cloud-small","messages":[{"role":"user","content":"hi"}], "temperature": 0.50,)"
+      R"("metadata":{"b":1, "a":"x"},"stream_options":{"x":1},"hengshi":{"task_type":"faq"}})");
+  ASSERT_TRUE(request.ok()) << request.error().message;
+  ASSERT_TRUE(request->forwarded_members.has_value());
+
+  auto answer = run([&]() -> awaitable<Result<UpstreamReply, UpstreamError>> {
+    co_return co_await c->complete(ForwardBody(*request), Deadline::never(), CancelToken{});
+  });
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  std::vector<std::string> chunks;
+  auto streamed = run([&]() -> awaitable<Result<StreamSummary, UpstreamError>> {
+    ChunkSink sink = [&chunks](std::string_view chunk, bool) -> awaitable<bool> {
+      chunks.emplace_back(chunk);
+      co_return true;
+    };
+    co_return co_await c->stream(ForwardBody(*request), Deadline::never(), CancelToken{}, sink);
+  });
+  ASSERT_TRUE(streamed.ok()) << streamed.error().message;
+
+  const auto requests = fake.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  const std::string members =
+      R"("messages":[{"role":"user","content":"hi"}],"temperature":0.50,"metadata":{"b":1, "a":"x"})";
+  EXPECT_EQ(requests[0].body, R"({"model":"upstream-model","stream":false,)" + members + "}");
+  EXPECT_EQ(requests[1].body, R"({"model":"upstream-model","stream":true,)" + members +
+                                  R"(,"stream_options":{"include_usage":true,"x":1}})");
+}
+
+// A body with a repeated name is written from its DOM: the value the router checked (the last),
+// never the first one that some upstream parsers read.
+TEST_F(UpstreamClientTest, ARepeatedNameIsForwardedFromTheDom) {
+  FakeUpstream fake;
+  auto c = client(member(fake.base_url(), "from-dom"));
+  auto request = parse_chat_request(
+      R"({"messages":[{"role":"user","content":"call 13800138000","content":"hi"}],"user":"u"})");
+  ASSERT_TRUE(request.ok()) << request.error().message;
+  auto answer = run([&]() -> awaitable<Result<UpstreamReply, UpstreamError>> {
+    co_return co_await c->complete(ForwardBody(*request), Deadline::never(), CancelToken{});
+  });
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  const std::string sent = fake.requests().at(0).body;
+  EXPECT_EQ(sent.find("13800138000"), std::string::npos) << sent;
+  EXPECT_EQ(json::parse(sent)["messages"][0]["content"], "hi");
 }
 
 TEST_F(UpstreamClientTest, NoAuthorizationHeaderWithoutAKey) {

@@ -35,6 +35,37 @@ TEST(ChatRequestTest, FlattensTextPartsAndKeepsBodyForPassThrough) {
   EXPECT_DOUBLE_EQ(req->body["temperature"].get<double>(), 0.2);
 }
 
+// The members forwarded as written are the body's, but the ones the upstream body writes again.
+TEST(ChatRequestTest, KeepsTheMembersToForwardAsTheCallerWroteThem) {
+  auto req = parse_chat_request(
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}], "temperature": 0.50,"stream":false,
+          "stream_options":null,"metadata":{"b":1, "a":"x"},"hengshi":{"task_type":"faq"}})");
+  ASSERT_TRUE(req.ok()) << req.error().message;
+  ASSERT_TRUE(req->forwarded_members.has_value());
+  EXPECT_EQ(*req->forwarded_members,
+            R"("messages":[{"role":"user","content":"hi"}],"temperature":0.50,"metadata":{"b":1, "a":"x"})");
+  nlohmann::json dom = req->body;
+  for (std::string_view name : kMembersWrittenAgain) dom.erase(std::string(name));
+  EXPECT_EQ(nlohmann::json::parse("{" + *req->forwarded_members + "}"), dom);
+}
+
+// With a repeated name anywhere, the DOM (the last value, what the router checked) is what goes
+// on: an upstream that reads the first value must never see one the router did not.
+TEST(ChatRequestTest, ARepeatedNameForwardsTheDomNotTheText) {
+  for (const char* body :
+       {R"({"messages":[{"role":"user","content":"hi"}],"user":"a","user":"b"})",
+        R"({"messages":[{"role":"user","content":"call 13800138000","content":"hi"}]})",
+        R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"x":{"k":1,"k":2}}})"}) {
+    auto req = parse_chat_request(body);
+    ASSERT_TRUE(req.ok()) << req.error().message;
+    EXPECT_FALSE(req->forwarded_members.has_value()) << body;
+  }
+  // What simdjson refuses (an integer past 64 bits) is parsed by nlohmann, which does not say.
+  auto big = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"n":123456789012345678901234567890})");
+  ASSERT_TRUE(big.ok()) << big.error().message;
+  EXPECT_FALSE(big->forwarded_members.has_value());
+}
+
 TEST(ChatRequestTest, TheCommitModeIsOneOfThreeWords) {
   auto req = parse_chat_request(
       R"({"messages":[{"role":"user","content":"hi"}],"stream":true,"hengshi":{"commit":"never"}})");

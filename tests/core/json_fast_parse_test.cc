@@ -62,6 +62,21 @@ TEST(JsonFastParseTest, TheLastOfARepeatedNameWins) {
   expect_as_nlohmann(R"({"k":[1,2],"k":3})");
 }
 
+// A reader of the text may take a repeated name's first value where the DOM holds the last: the
+// parse says so, at any depth, so that nobody forwards the text in place of the DOM.
+TEST(JsonFastParseTest, SaysWhetherAnyObjectRepeatsAName) {
+  // `answer` starts as the opposite of what is expected: the parse must write it.
+  const auto repeats = [](const std::string& text, bool answer) {
+    EXPECT_TRUE(parse_json_fast(text, 64, &answer).has_value()) << text;
+    return answer;
+  };
+  EXPECT_FALSE(repeats(R"({"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]})", true));
+  EXPECT_TRUE(repeats(R"({"a":1,"a":1})", false));
+  EXPECT_TRUE(repeats(R"({"messages":[{"role":"user","content":"x","content":"y"}]})", false));
+  EXPECT_TRUE(repeats(R"([[{"deep":{"k":1,"k":2}}]])", false));
+  EXPECT_FALSE(repeats(R"(["a","a"])", true)) << "equal strings in an array are no names";
+}
+
 TEST(JsonFastParseTest, LeavesToNlohmannWhatSimdjsonRefusesOrWhatIsTooDeep) {
   // Invalid JSON, invalid UTF-8, trailing garbage and an empty body.
   for (const std::string text : {"{", R"({"a":})", "{\"a\":\"\xff\"}", "{} x", "", R"({"a":01})"}) {
