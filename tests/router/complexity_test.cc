@@ -40,6 +40,21 @@ TEST(ComplexityTest, CountsCharactersSentencesAndQuestions) {
   EXPECT_EQ(complexity_score(empty), 1);
 }
 
+// Plain ASCII takes a shorter way through the scan than white space, sentence ends, question
+// marks and everything past ASCII: the counts must not tell the two apart.
+TEST(ComplexityTest, PlainAsciiCountsAsEveryOtherCharacterDoes) {
+  const std::string text = "one.two. three\ffour\vfive!six?!seven";
+  const ComplexityFeatures features = complexity_features(text, 1);
+  EXPECT_EQ(features.chars, static_cast<int>(text.size()));
+  EXPECT_EQ(features.sentences, 4);  // one.two.|three four five!|six?|seven ("!" after "?" ends nothing)
+  EXPECT_EQ(features.questions, 1);
+  EXPECT_EQ(features.approx_tokens, approx_token_count(text));
+  EXPECT_EQ(complexity_features("a?b?", 1).questions, 2) << "a letter ends a run of question marks";
+  EXPECT_EQ(complexity_features("a??b", 1).questions, 1);
+  EXPECT_EQ(complexity_features("x\xC2\xA0y.", 1).sentences, 1) << "U+00A0 is white space, not a break";
+  EXPECT_EQ(complexity_features("x\xC2\xA0y.", 1).chars, 4);
+}
+
 TEST(ComplexityTest, CountsDistinctReasoningAndConstraintCues) {
   // why, how, compare (compare and contrast are one concept), step by step.
   EXPECT_EQ(complexity_features("Why? How? Compare and contrast, step by step.", 1).reasoning_cues,
