@@ -9,6 +9,9 @@
 #include "core/json_text.h"
 
 namespace hengshi {
+
+// Keys as string_views: a lookup by `const char*` runs strlen at every comparison of the map walk.
+using namespace std::string_view_literals;
 namespace {
 
 using nlohmann::json;
@@ -40,12 +43,12 @@ Result<std::string, ApiError> content_text(const json& content, const Param& par
   for (std::size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const auto part_param = [&] { return param() + "[" + std::to_string(i) + "]"; };
-    const auto type = part.is_object() ? part.find("type") : part.end();
+    const auto type = part.is_object() ? part.find("type"sv) : part.end();
     if (!part.is_object() || type == part.end() || !type->is_string()) {
       return bad("invalid_type", part_param() + " must be an object with a string \"type\"", part_param());
     }
     if (*type == "text") {
-      const auto part_text = part.find("text");
+      const auto part_text = part.find("text"sv);
       if (part_text == part.end() || !part_text->is_string()) {
         return bad("invalid_type", part_param() + ".text must be a string", part_param() + ".text");
       }
@@ -123,15 +126,15 @@ Result<std::int64_t, ApiError> check_deadline_ms(std::int64_t value, const std::
 namespace {
 
 // A number field within [low, high], or absent/null.
-Result<std::optional<double>, ApiError> bounded_number(const json& doc, const char* key, double low,
+Result<std::optional<double>, ApiError> bounded_number(const json& doc, std::string_view key, double low,
                                                        double high) {
   auto it = doc.find(key);
   if (it == doc.end() || it->is_null()) return std::optional<double>();
-  if (!it->is_number()) return bad("invalid_type", std::string(key) + " must be a number", key);
+  if (!it->is_number()) return bad("invalid_type", std::string(key) + " must be a number", std::string(key));
   const double value = it->get<double>();
   if (!(value >= low && value <= high)) {
     return bad("invalid_value",
-               std::string(key) + " must be between " + dump_text(low) + " and " + dump_text(high), key);
+               std::string(key) + " must be between " + dump_text(low) + " and " + dump_text(high), std::string(key));
   }
   return std::optional<double>(value);
 }
@@ -156,17 +159,17 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
   if (!doc.is_object()) return bad("invalid_type", "request body must be a JSON object", "");
 
   // Each top-level field is looked up once (a lookup walks the key map comparing strings).
-  const auto field = [&doc](const char* key) -> const json* {
+  const auto field = [&doc](std::string_view key) -> const json* {
     const auto it = doc.find(key);
     return it == doc.end() ? nullptr : &*it;
   };
   ChatRequest req;
-  if (const json* model = field("model")) {
+  if (const json* model = field("model"sv)) {
     if (!model->is_string()) return bad("invalid_type", "model must be a string", "model");
     req.model = model->get<std::string>();
   }
 
-  const json* messages_field = field("messages");
+  const json* messages_field = field("messages"sv);
   if (messages_field == nullptr) {
     return bad("missing_required_parameter", "messages is required", "messages");
   }
@@ -182,7 +185,7 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     // Names are built only for an error, and each field is looked up once.
     const auto param = [i] { return "messages[" + std::to_string(i) + "]"; };
     if (!msg.is_object()) return bad("invalid_type", param() + " must be an object", param());
-    const auto role_field = msg.find("role");
+    const auto role_field = msg.find("role"sv);
     if (role_field == msg.end() || !role_field->is_string()) {
       return bad("missing_required_parameter", param() + ".role is required and must be a string",
                  param() + ".role");
@@ -194,8 +197,8 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
                      "' is not one of system, user, assistant, tool, developer, function",
                  param() + ".role");
     }
-    const auto content = msg.find("content");
-    if (content == msg.end() && !(role == "assistant" && msg.contains("tool_calls"))) {
+    const auto content = msg.find("content"sv);
+    if (content == msg.end() && !(role == "assistant" && msg.contains("tool_calls"sv))) {
       return bad("missing_required_parameter", param() + ".content is required", param() + ".content");
     }
     auto text = content_text(content != msg.end() ? *content : no_content, [&] { return param() + ".content"; });
@@ -203,11 +206,11 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     req.messages.push_back({std::move(role), std::move(*text)});
   }
 
-  if (const json* stream = field("stream")) {
+  if (const json* stream = field("stream"sv)) {
     if (!stream->is_boolean()) return bad("invalid_type", "stream must be a boolean", "stream");
     req.stream = stream->get<bool>();
   }
-  if (const json* opts = field("stream_options"); opts != nullptr && !opts->is_null()) {
+  if (const json* opts = field("stream_options"sv); opts != nullptr && !opts->is_null()) {
     if (!opts->is_object()) {
       return bad("invalid_type", "stream_options must be an object", "stream_options");
     }
@@ -219,10 +222,10 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
       req.include_usage = include->get<bool>();
     }
   }
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+  for (std::string_view key : {"max_tokens"sv, "max_completion_tokens"sv}) {
     if (const json* value = field(key); value != nullptr && !value->is_null()) {
       if (!value->is_number_integer() || value->get<std::int64_t>() <= 0) {
-        return bad("invalid_value", std::string(key) + " must be a positive integer", key);
+        return bad("invalid_value", std::string(key) + " must be a positive integer", std::string(key));
       }
       req.max_tokens = value->get<std::int64_t>();
     }
@@ -233,11 +236,11 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
   auto top_p = bounded_number(doc, "top_p", 0.0, 1.0);
   if (!top_p) return top_p.error();
   req.top_p = *top_p;
-  if (auto it = doc.find("seed"); it != doc.end() && !it->is_null()) {
+  if (auto it = doc.find("seed"sv); it != doc.end() && !it->is_null()) {
     if (!it->is_number_integer()) return bad("invalid_type", "seed must be an integer", "seed");
     req.seed = it->get<std::int64_t>();
   }
-  if (auto it = doc.find("response_format"); it != doc.end() && !it->is_null()) {
+  if (auto it = doc.find("response_format"sv); it != doc.end() && !it->is_null()) {
     if (!it->is_object()) return bad("invalid_type", "response_format must be an object", "response_format");
     auto type = it->find("type");
     if (type == it->end() || !type->is_string()) {
@@ -245,7 +248,7 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     }
     req.response_format = type->get<std::string>();
   }
-  if (const json* stop_field = field("stop"); stop_field != nullptr && !stop_field->is_null()) {
+  if (const json* stop_field = field("stop"sv); stop_field != nullptr && !stop_field->is_null()) {
     const json& stop = *stop_field;
     if (stop.is_string()) {
       req.stop.push_back(stop.get<std::string>());
@@ -258,7 +261,7 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
       return bad("invalid_type", "stop must be a string or array of strings", "stop");
     }
   }
-  if (const auto hengshi = doc.find("hengshi"); hengshi != doc.end()) {
+  if (const auto hengshi = doc.find("hengshi"sv); hengshi != doc.end()) {
     auto ext = parse_extension(*hengshi);
     if (!ext) return ext.error();
     req.hengshi = std::move(*ext);

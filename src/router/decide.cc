@@ -10,6 +10,9 @@
 #include "router/plan.h"
 
 namespace hengshi::router {
+
+// Keys as string_views: a lookup by `const char*` runs strlen at every comparison of the map walk.
+using namespace std::string_view_literals;
 namespace {
 
 using nlohmann::json;
@@ -68,7 +71,7 @@ void read_content_parts(const json& content, RouteInput& input) {
   std::string joined;
   int text_parts = 0;
   for (const json& part : content) {
-    const auto type = part.is_object() ? part.find("type") : part.end();
+    const auto type = part.is_object() ? part.find("type"sv) : part.end();
     if (!part.is_object() || type == part.end() || !type->is_string()) {
       add_non_text(input, "other");  // parse_chat_request rejects these; fail closed anyway
       continue;
@@ -91,12 +94,12 @@ void read_content_parts(const json& content, RouteInput& input) {
 // ({voice, format}), which carries nothing of the caller's; anything more in it is treated as
 // media.
 void read_top_level_media(const json& body, RouteInput& input) {
-  for (const char* key :
-       {"input_audio", "image_url", "input_image", "file", "input_file", "image"}) {
+  for (std::string_view key :
+       {"input_audio"sv, "image_url"sv, "input_image"sv, "file"sv, "input_file"sv, "image"sv}) {
     if (const auto it = body.find(key); it != body.end() && !it->is_null())
-      add_non_text(input, key);
+      add_non_text(input, std::string(key));
   }
-  if (const auto audio = body.find("audio"); audio != body.end() && !audio->is_null()) {
+  if (const auto audio = body.find("audio"sv); audio != body.end() && !audio->is_null()) {
     bool settings_only = audio->is_object();
     if (settings_only) {
       for (const auto& [key, value] : audio->items()) {
@@ -114,7 +117,7 @@ void read_top_level_media(const json& body, RouteInput& input) {
 std::vector<const json*> strings_in_texts(const ChatRequest& request) {
   std::vector<const json*> covered;
   if (!request.body.is_object()) return covered;
-  const auto messages = request.body.find("messages");
+  const auto messages = request.body.find("messages"sv);
   if (messages == request.body.end() || !messages->is_array() ||
       messages->size() != request.messages.size()) {
     return covered;
@@ -123,7 +126,7 @@ std::vector<const json*> strings_in_texts(const ChatRequest& request) {
   for (std::size_t i = 0; i < request.messages.size(); ++i) {
     const json& message = (*messages)[i];
     if (!message.is_object()) continue;
-    const auto content = message.find("content");
+    const auto content = message.find("content"sv);
     if (content == message.end()) continue;
     const std::string& text = request.messages[i].text;
     if (content->is_string()) {
@@ -135,8 +138,8 @@ std::vector<const json*> strings_in_texts(const ChatRequest& request) {
     std::size_t joined_size = 0;
     for (const json& part : *content) {
       if (!part.is_object()) continue;
-      const auto type = part.find("type");
-      const auto part_text = part.find("text");
+      const auto type = part.find("type"sv);
+      const auto part_text = part.find("text"sv);
       if (type == part.end() || *type != "text" || part_text == part.end() ||
           !part_text->is_string()) {
         continue;
@@ -216,7 +219,7 @@ RouteInput route_input(const ChatRequest& request, const Budget& budget) {
       request.max_tokens ? static_cast<int>(std::min<std::int64_t>(*request.max_tokens, 1 << 30)) : 0;
   input.wants_structured_output =
       request.response_format == "json_schema" || request.response_format == "json_object";
-  for (const char* key : {"tools", "functions"}) {
+  for (std::string_view key : {"tools"sv, "functions"sv}) {
     if (auto it = request.body.find(key); it != request.body.end() && it->is_array() && !it->empty()) {
       input.has_tools = true;
     }
@@ -227,16 +230,16 @@ RouteInput route_input(const ChatRequest& request, const Budget& budget) {
   input.forwarded_strings.reserve(32);
   collect_forwarded_strings(request.body, strings_in_texts(request), input);
   if (request.body.is_object()) {
-    if (const auto messages = request.body.find("messages");
+    if (const auto messages = request.body.find("messages"sv);
         messages != request.body.end() && messages->is_array()) {
       for (const json& message : *messages) {
         if (!message.is_object()) continue;
-        if (const auto content = message.find("content"); content != message.end()) {
+        if (const auto content = message.find("content"sv); content != message.end()) {
           read_content_parts(*content, input);
         }
       }
     }
-    if (const auto prediction = request.body.find("prediction");
+    if (const auto prediction = request.body.find("prediction"sv);
         prediction != request.body.end() && prediction->is_object()) {
       if (const auto content = prediction->find("content"); content != prediction->end()) {
         read_content_parts(*content, input);
