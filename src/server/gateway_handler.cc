@@ -11,8 +11,10 @@
 namespace hengshi::server {
 namespace {
 
+using namespace std::string_view_literals;
+
 struct Endpoint {
-  const char* path;
+  std::string_view path;  // not const char*: comparing with one runs strlen each time
   http::verb method;
 };
 
@@ -88,7 +90,7 @@ awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::
     co_return false;
   }
   AuthMetrics::count_request(key->name);
-  if (route == "/v1/chat/completions" && exchange.request().method() == http::verb::post) {
+  if (route == "/v1/chat/completions"sv && exchange.request().method() == http::verb::post) {
     // No co_await inside a conditional expression: g++ 12 miscompiles it.
     Admission admission;
     if (fleet_limits_) {
@@ -123,7 +125,7 @@ awaitable<void> GatewayHandler::handle(HttpExchange& exchange) {
   std::string_view path = path_of(to_std(exchange.request().target()));
   std::string route = "unknown";
   for (const auto& endpoint : kEndpoints) {
-    if (path == endpoint.path) route = endpoint.path;
+    if (path == endpoint.path) route = std::string(endpoint.path);
   }
   if (co_await authenticate(exchange, route)) co_await dispatch(exchange, route);
   std::string method(exchange.request().method_string());
@@ -134,7 +136,7 @@ awaitable<void> GatewayHandler::handle(HttpExchange& exchange) {
 
 awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::string& route) {
   const auto method = exchange.request().method();
-  if (route == "unknown") {
+  if (route == "unknown"sv) {
     co_await exchange.send_json(
         http::status::not_found,
         ApiError::not_found("no route for " + std::string(exchange.request().method_string()) +
@@ -157,11 +159,11 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
     }
   }
 
-  if (route == "/v1/chat/completions") {
+  if (route == "/v1/chat/completions"sv) {
     co_await chat_->handle(exchange);
-  } else if (route == "/healthz") {
+  } else if (route == "/healthz"sv) {
     co_await exchange.send_json(http::status::ok, std::string(R"({"status":"ok"})"));
-  } else if (route == "/readyz") {
+  } else if (route == "/readyz"sv) {
     // Offline or without its edge the gateway still answers (degraded), so it stays ready; the
     // detail tells the operator which way it is degraded.
     bool ready = server_ == nullptr || !server_->draining();
@@ -177,7 +179,7 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
     if (edge_.control) status["edge_llm"] = edge_.control->status(/*brief=*/true);
     std::string body = dump_text(status);
     co_await exchange.send_json(ready ? http::status::ok : http::status::service_unavailable, std::move(body));
-  } else if (route == "/v1/models") {
+  } else if (route == "/v1/models"sv) {
     nlohmann::json data = nlohmann::json::array();
     std::vector<std::string> ids;
     if (edge_.intent || edge_.llm) ids.push_back("edge");
