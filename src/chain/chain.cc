@@ -131,8 +131,9 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
       hold.replaceable = !last_step || (is_cloud(step.source) && config_.retry.enabled &&
                                         retry < static_cast<int>(config_.retry.backoff_ms.size()));
       hold.walk_broke = walk_broke;
-      AttemptOutcome outcome =
-          co_await attempt(*source, source_request, step, last_step, hold, budget.deadline(), request, meta);
+      std::optional<AttemptOutcome> attempted;
+      co_await attempt(*source, source_request, step, last_step, hold, budget.deadline(), request, meta, attempted);
+      AttemptOutcome& outcome = *attempted;
       walk_broke = walk_broke || outcome.broke_midway;
       if (!outcome.result && outcome.result.error().kind == "circuit_open") {
         // Every member's breaker is open: the pool refused without a call. Not an attempt; the
@@ -233,9 +234,9 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
   co_return out;
 }
 
-awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
-                                                bool last_step, HoldContext hold_context, Deadline request_deadline,
-                                                const ChainRequest& request, ResponseMeta& meta) {
+awaitable<void> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step, bool last_step,
+                               HoldContext hold_context, Deadline request_deadline, const ChainRequest& request,
+                               ResponseMeta& meta, std::optional<AttemptOutcome>& outcome) {
   auto state = std::make_shared<AttemptState>();
   source_request.cancel = state->token;
   // The client leaving cancels the attempt (the attempt's own token also serves the TTFT limit).
@@ -243,8 +244,8 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
   auto client_registration = client_gone.on_cancel([state] { state->token.cancel(); });
 
   if (request.stream == nullptr || !source.streams()) {
-    auto result = co_await source.answer(source_request);
-    co_return AttemptOutcome{std::move(result), false};
+    outcome.emplace(co_await source.answer(source_request), false);
+    co_return;
   }
 
   // A stream: the attempt may run to the request's deadline once it has started answering, but
@@ -334,7 +335,8 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
     AttemptError gone;
     gone.kind = "cancelled";
     gone.error_class = ErrorClass::cancelled;
-    co_return AttemptOutcome{std::move(gone), committed};
+    outcome.emplace(std::move(gone), committed);
+    co_return;
   }
   if (!result) {
     AttemptError error = result.error();
@@ -347,13 +349,11 @@ awaitable<Chain::AttemptOutcome> Chain::attempt(AnswerSource& source, SourceRequ
       error.api = ApiError::gateway_timeout("ttft_timeout", "no first token within the level's share of the budget");
     }
     ChainMetrics::count_stream_failure(committed ? "after_commit" : "before_commit");
-    co_return AttemptOutcome{std::move(error), committed, state->first_piece};
+    outcome.emplace(std::move(error), committed, state->first_piece);
+    co_return;
   }
-  AttemptOutcome outcome{std::move(result), committed};
-  outcome.streamed_text = std::move(streamed_text);
-  outcome.streamed_tool_calls = streamed_tool_calls;
-  outcome.streamed_finish = std::move(streamed_finish);
-  co_return outcome;
+  outcome.emplace(std::move(result), committed, false, std::move(streamed_text), streamed_tool_calls,
+                  std::move(streamed_finish));
 }
 
 // ---- the cache stage ----
