@@ -39,9 +39,10 @@ constexpr Millis kDrainGrace{100};
 // A pooled connection idle for less than this is reused without a peek for EOF.
 constexpr Millis kPeekAfterIdle{1000};
 
-// The caller's body re-serialized for the member: "model" replaced, "stream" forced, and for
-// streams stream_options.include_usage forced on. Top-level values are copied as they are
-// (no deep copy of the caller's messages). The gateway's "hengshi" object never goes upstream.
+// The caller's body for the member: "model" replaced, "stream" forced, and for streams
+// stream_options.include_usage forced on. The other members are the caller's bytes when the
+// request's parse vouched for them (ForwardBody::members), else written from the DOM (no deep
+// copy of the caller's messages). The gateway's "hengshi" object never goes upstream.
 std::string upstream_body(const ForwardBody& forward, const std::string& model, bool stream) {
   const json& request = forward.dom;
   std::string out;
@@ -53,14 +54,16 @@ std::string upstream_body(const ForwardBody& forward, const std::string& model, 
   if (forward.members != nullptr) {
     // The caller's own bytes: the request's parse found them to hold what the DOM holds.
     if (!forward.members->empty()) out.append(",").append(*forward.members);
-    if (const auto it = request.find("stream_options"); it != request.end()) stream_options = &*it;
+    if (const auto it = request.find(std::string_view("stream_options")); it != request.end()) {
+      stream_options = &*it;
+    }
   } else if (request.is_object()) {
     for (auto it = request.begin(); it != request.end(); ++it) {
       const std::string& key = it.key();
-      if (key == "model" || key == "stream" || key == "hengshi") continue;
-      if (key == "stream_options") {
-        stream_options = &it.value();
-        continue;  // OpenAI rejects stream_options on non-stream requests
+      if (key == "stream_options") stream_options = &it.value();  // OpenAI rejects it on non-streams
+      // The same members the spliced text leaves out: both ways write one body.
+      if (std::find(kMembersWrittenAgain.begin(), kMembersWrittenAgain.end(), key) != kMembersWrittenAgain.end()) {
+        continue;
       }
       out += ',';
       append_json_string(out, key);
