@@ -97,75 +97,70 @@ std::string ResponseMeta::to_json_text(bool with_figures) const {
   if (with_figures) return dump_text(to_json(true));
   std::string out;
   out.reserve(384);
-  auto member = [&out](std::string_view name) {
-    out += out.size() == 1 ? "\"" : ",\"";
-    out += name;
-    out += "\":";
-  };
-  out += '{';
-  member("answer_kind");
+  // Each member's name is written with its separators, one literal and one append each.
+  out += "{\"answer_kind\":";
   write_string_or_null(out, answer_kind ? to_string(*answer_kind) : std::string_view());
-  member("answered_by");
+  out += ",\"answered_by\":";
   write_string_or_null(out, answered_by);
-  member("attempts");
+  out += ",\"attempts\":";
   out += std::to_string(attempts);
-  member("cache");
+  out += ",\"cache\":";
   append_json_string(out, cache);
   if (!cache_entry.empty()) {
-    member("cache_entry");
+    out += ",\"cache_entry\":";
     append_json_string(out, cache_entry);
   }
   if (cache_similarity) {
-    member("cache_similarity");
+    out += ",\"cache_similarity\":";
     append_json_number(out, *cache_similarity);
   }
   if (committed_after_pieces) {
-    member("committed_after_pieces");
+    out += ",\"committed_after_pieces\":";
     out += std::to_string(*committed_after_pieces);
   }
-  member("confidence");
+  out += ",\"confidence\":";
   write_number_or_null(out, decision.confidence);
-  member("cost");
+  out += ",\"cost\":";
   write_number_or_null(out, cost);
   if (decision.edge_engine != EdgeEngine::none) {
-    member("edge_engine");
+    out += ",\"edge_engine\":";
     append_json_string(out, to_string(decision.edge_engine));
   }
   if (!edge_model.empty()) {
-    member("edge_model");
+    out += ",\"edge_model\":";
     append_json_string(out, edge_model);
   }
-  member("fallback_type");
+  out += ",\"fallback_type\":";
   write_string_or_null(out, to_string(decision.fallback_type));
   if (decision.in_scope) {
-    member("in_scope");
+    out += ",\"in_scope\":";
     append_json_number(out, *decision.in_scope);
   }
-  member("intent");
+  out += ",\"intent\":";
   write_string_or_null(out, decision.intent);
   if (decision.intent_confidence) {
-    member("intent_confidence");
+    out += ",\"intent_confidence\":";
     append_json_number(out, *decision.intent_confidence);
   }
   if (!key.empty()) {
-    member("key");
+    out += ",\"key\":";
     append_json_string(out, key);
   }
-  member("level");
+  out += ",\"level\":";
   out += std::to_string(level);
-  member("model");
+  out += ",\"model\":";
   write_string_or_null(out, model);
-  member("offline");
+  out += ",\"offline\":";
   out += offline ? "true" : "false";
-  member("overhead_us");
+  out += ",\"overhead_us\":";
   out += std::to_string(overhead_us);
-  member("reason");
+  out += ",\"reason\":";
   append_json_string(out, to_string(decision.reason));
-  member("request_id");
+  out += ",\"request_id\":";
   append_json_string(out, request_id);
-  member("route");
+  out += ",\"route\":";
   append_json_string(out, to_string(decision.route));
-  member("upstream");
+  out += ",\"upstream\":";
   write_string_or_null(out, upstream);
   out += '}';
   return out;
