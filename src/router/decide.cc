@@ -153,10 +153,24 @@ std::vector<const json*> strings_in_texts(const ChatRequest& request) {
   return covered;
 }
 
+// The digits a JSON number carries, as the PII scan reads them: a whole number in full (a phone
+// number sent as 1.3812345678e10 is 13812345678, whatever form the caller wrote), any other as
+// nlohmann writes it ("138.5").
+std::string number_text(const json& number) {
+  if (number.is_number_float()) {
+    const double value = number.get<double>();
+    if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) < 1e18) {
+      return std::to_string(static_cast<long long>(value));
+    }
+  }
+  return number.dump();
+}
+
 // Every string value and object key in the body, iteratively (an explicit stack: no recursion
-// depth to exhaust), each node visited once. Integers below the top level are written out: a
-// phone number sent as a JSON number in metadata leaves too. Top-level ones (max_tokens, seed, n)
-// are the API's own parameters. `in_texts` (sorted) are left out: the scan reads them in texts.
+// depth to exhaust), each node visited once. Numbers below the top level, integers or not, are
+// written out: a phone number sent as a JSON number in metadata leaves too. Top-level ones
+// (max_tokens, seed, temperature) are the API's own parameters. `in_texts` (sorted) are left
+// out: the scan reads them in texts.
 void collect_forwarded_strings(const json& body, const std::vector<const json*>& in_texts,
                                RouteInput& input) {
   struct Pending {
@@ -177,7 +191,8 @@ void collect_forwarded_strings(const json& body, const std::vector<const json*>&
         break;
       case json::value_t::number_integer:
       case json::value_t::number_unsigned:
-        if (pending.depth >= 2) input.derived_strings.push_back(node.dump());
+      case json::value_t::number_float:
+        if (pending.depth >= 2) input.derived_strings.push_back(number_text(node));
         break;
       case json::value_t::object:
       case json::value_t::array:

@@ -394,10 +394,24 @@ TEST_F(DecideTest, PiiAnywhereInTheForwardedBodyPinsToTheEdge) {
   }
 }
 
-TEST_F(DecideTest, IntegersBelowTheTopLevelAreScannedTopLevelParametersAreNot) {
+TEST_F(DecideTest, NumbersBelowTheTopLevelAreScannedTopLevelParametersAreNot) {
   json body = harmless_body();
   body["metadata"] = {{"phone", 13812345678}};
   expect_route(run(routed(parsed(body))), "refuse", "pii_pin");
+  // The same number as a JSON double, in the forms a caller may write it: its digits still leave.
+  for (const char* form : {"13812345678.0", "1.3812345678e10", "138123456780e-1"}) {
+    SCOPED_TRACE(form);
+    const auto request = parse_chat_request(
+        std::string(R"({"model":"auto","messages":[{"role":"user","content":"hello"}],"metadata":{"phone":)") +
+        form + "}}");
+    ASSERT_TRUE(request.ok()) << request.error().message;
+    expect_route(run(routed(*request)), "refuse", "pii_pin");
+  }
+  // A fraction is scanned as written and is no phone number; a top-level one is the API's own.
+  body = harmless_body();
+  body["metadata"] = {{"score", 0.25}};
+  body["temperature"] = 0.5;
+  expect_route(run(routed(parsed(body))), "cloud-small", "default_pool");
   body = harmless_body();
   body["tools"] =
       json::array({{{"type", "function"},
