@@ -20,8 +20,8 @@
 #include <sys/socket.h>
 
 #include "cloud/sse_parser.h"
-#include "cloud/upstream_response_parser.h"
 #include "cloud/tls_context.h"
+#include "cloud/upstream_response_parser.h"
 #include "core/json_text.h"
 #include "core/lazy_deadline.h"
 
