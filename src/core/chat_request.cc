@@ -142,8 +142,9 @@ Result<std::optional<double>, ApiError> bounded_number(const json& doc, std::str
 }  // namespace
 
 Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
-  bool repeated_names = true;  // unknown unless simdjson's parse says: then nothing is spliced
-  std::optional<json> fast = parse_json_fast(body, kMaxJsonDepth, &repeated_names);
+  // Unknown unless simdjson's parse says: then nothing is spliced.
+  TextBeyondDom beyond{.repeated_names = true, .nested_doubles = true};
+  std::optional<json> fast = parse_json_fast(body, kMaxJsonDepth, &beyond);
   if (!fast) {
     // What simdjson refused: nlohmann's parser decides, as it always did (depth first).
     if (json_nesting_exceeds(body, kMaxJsonDepth)) {
@@ -242,7 +243,7 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
   }
   if (auto it = doc.find("response_format"sv); it != doc.end() && !it->is_null()) {
     if (!it->is_object()) return bad("invalid_type", "response_format must be an object", "response_format");
-    auto type = it->find("type");
+    auto type = it->find("type"sv);
     if (type == it->end() || !type->is_string()) {
       return bad("invalid_type", "response_format.type must be a string", "response_format.type");
     }
@@ -268,7 +269,9 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     doc.erase(hengshi);
   }
   req.body = std::move(doc);
-  if (!repeated_names) req.forwarded_members = json_raw_members(body, kMembersWrittenAgain);
+  if (!beyond.repeated_names && !beyond.nested_doubles) {
+    req.forwarded_members = json_raw_members(body, kMembersWrittenAgain);
+  }
   return req;
 }
 

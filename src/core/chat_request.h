@@ -4,8 +4,8 @@
 // no field the caller sent is silently dropped on the way to a cloud upstream.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,10 +58,12 @@ struct ChatRequest {
   HengshiExtension hengshi;
   nlohmann::json body;  // the caller's body without "hengshi": forwarded upstream as it came
   // The body's members other than kMembersWrittenAgain, as the caller wrote them (json_raw_members),
-  // when the parse vouched that they hold what `body` holds: no object in the body repeats a
-  // member name (the DOM keeps the last value, an upstream's reader may take the first, so the
-  // router's checks would not have seen what went on). Upstream bodies splice these bytes instead
-  // of writing `body` again. Set only by parse_chat_request; whoever changes `body` resets it.
+  // when the parse vouched that they hold what `body` holds (TextBeyondDom): no object repeats a
+  // member name (the DOM keeps the last value, an upstream's reader may take the first) and no
+  // number below the top level has a fraction or exponent (the DOM keeps a double's digits, the
+  // text may carry more). Otherwise the router's checks, which read `body`, would not have seen
+  // what went on. Upstream bodies splice these bytes instead of writing `body` again. Set only by
+  // parse_chat_request; whoever changes `body` resets it.
   std::optional<std::string> forwarded_members;
 
   // The last user message, the text routing and the edge look at.

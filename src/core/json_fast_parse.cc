@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-bool build(simdjson::dom::element element, json& out, int depth, int max_depth, bool& repeated_names) {
+bool build(simdjson::dom::element element, json& out, int depth, int max_depth, TextBeyondDom& beyond) {
   using Type = simdjson::dom::element_type;
   switch (element.type()) {
     case Type::ARRAY: {
@@ -25,7 +25,7 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth, 
       out.get_ref<json::array_t&>().reserve(std::min<std::size_t>(items.size(), 4096));
       for (simdjson::dom::element item : items) {
         out.push_back(nullptr);
-        if (!build(item, out.back(), depth + 1, max_depth, repeated_names)) return false;
+        if (!build(item, out.back(), depth + 1, max_depth, beyond)) return false;
       }
       return true;
     }
@@ -37,8 +37,8 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth, 
       for (simdjson::dom::key_value_pair field : fields) {
         // A repeated name overwrites: the last one wins, as in nlohmann's parser.
         const auto [member, added] = members.try_emplace(std::string(field.key));
-        if (!added) repeated_names = true;  // build() below replaces the earlier value
-        if (!build(field.value, member->second, depth + 1, max_depth, repeated_names)) return false;
+        if (!added) beyond.repeated_names = true;  // build() below replaces the earlier value
+        if (!build(field.value, member->second, depth + 1, max_depth, beyond)) return false;
       }
       return true;
     }
@@ -52,7 +52,10 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth, 
       return true;
     }
     case Type::UINT64: out = element.get_uint64().value_unsafe(); return true;
-    case Type::DOUBLE: out = element.get_double().value_unsafe(); return true;
+    case Type::DOUBLE:
+      if (depth > 2) beyond.nested_doubles = true;  // the root is depth 1, its members' values 2
+      out = element.get_double().value_unsafe();
+      return true;
     case Type::STRING: out = std::string(element.get_string().value_unsafe()); return true;
     case Type::BOOL: out = element.get_bool().value_unsafe(); return true;
     case Type::NULL_VALUE: out = nullptr; return true;
@@ -62,7 +65,7 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth, 
 
 }  // namespace
 
-std::optional<json> parse_json_fast(std::string_view text, int max_depth, bool* repeated_names) {
+std::optional<json> parse_json_fast(std::string_view text, int max_depth, TextBeyondDom* beyond) {
   // This thread's parser and a padded copy of the text keep their buffers between calls: no
   // allocation per request once warm (simdjson reads up to its padding past the end).
   thread_local simdjson::dom::parser parser;
@@ -74,9 +77,9 @@ std::optional<json> parse_json_fast(std::string_view text, int max_depth, bool* 
     return std::nullopt;
   }
   json out;
-  bool repeated = false;
-  if (!build(root, out, 1, max_depth, repeated)) return std::nullopt;
-  if (repeated_names != nullptr) *repeated_names = repeated;
+  TextBeyondDom found;
+  if (!build(root, out, 1, max_depth, found)) return std::nullopt;
+  if (beyond != nullptr) *beyond = found;
   return out;
 }
 

@@ -17,9 +17,17 @@ namespace hengshi {
 // nullopt when simdjson refuses the text (invalid JSON, or an integer beyond 64 bits, which
 // nlohmann reads as a double) or it nests containers deeper than `max_depth`: the caller then
 // takes nlohmann's parser, so what is accepted and every error stay as they were.
-// `repeated_names`, when given, says whether any object repeated a member name (the DOM holds
-// only the last value; a reader of the text may take the first).
+// What the text says that the DOM does not hold, for a caller deciding whether the text may
+// stand in for the DOM.
+struct TextBeyondDom {
+  bool repeated_names = false;  // an object repeated a name: the DOM holds only the last value
+  // A number with a fraction or exponent below the root's own members: the DOM holds a double
+  // (about 17 digits), the text may carry more digits than that.
+  bool nested_doubles = false;
+};
+
+// `beyond`, when given, is filled on success.
 std::optional<nlohmann::json> parse_json_fast(std::string_view text, int max_depth,
-                                              bool* repeated_names = nullptr);
+                                              TextBeyondDom* beyond = nullptr);
 
 }  // namespace hengshi

@@ -228,9 +228,9 @@ TEST_F(UpstreamClientTest, ForwardsAParsedRequestsMembersAsTheCallerWroteThem) {
                                   R"(,"stream_options":{"include_usage":true,"x":1}})");
 }
 
-// A body with a repeated name is written from its DOM: the value the router checked (the last),
-// never the first one that some upstream parsers read.
-TEST_F(UpstreamClientTest, ARepeatedNameIsForwardedFromTheDom) {
+// A body whose text says more than its DOM holds is written from the DOM, what the router
+// checked: with a repeated name, the last value, never the first that some upstream parsers read.
+TEST_F(UpstreamClientTest, ABodyTheDomDoesNotHoldWholeIsForwardedFromTheDom) {
   FakeUpstream fake;
   auto c = client(member(fake.base_url(), "from-dom"));
   auto request = parse_chat_request(
@@ -243,6 +243,19 @@ TEST_F(UpstreamClientTest, ARepeatedNameIsForwardedFromTheDom) {
   const std::string sent = fake.requests().at(0).body;
   EXPECT_EQ(sent.find("13800138000"), std::string::npos) << sent;
   EXPECT_EQ(json::parse(sent)["messages"][0]["content"], "hi");
+
+  // A 19-digit number written as a double: what goes on is the DOM's double (the digits the
+  // router scanned), never the caller's longer text.
+  auto digits = parse_chat_request(
+      R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"card":6222021234567890123.0}})");
+  ASSERT_TRUE(digits.ok()) << digits.error().message;
+  auto second = run([&]() -> awaitable<Result<UpstreamReply, UpstreamError>> {
+    co_return co_await c->complete(ForwardBody(*digits), Deadline::never(), CancelToken{});
+  });
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  const std::string sent_digits = fake.requests().at(1).body;
+  EXPECT_EQ(sent_digits.find("6222021234567890123"), std::string::npos) << sent_digits;
+  EXPECT_EQ(json::parse(sent_digits)["metadata"]["card"], digits->body["metadata"]["card"]);
 }
 
 TEST_F(UpstreamClientTest, NoAuthorizationHeaderWithoutAKey) {

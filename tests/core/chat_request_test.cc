@@ -49,13 +49,15 @@ TEST(ChatRequestTest, KeepsTheMembersToForwardAsTheCallerWroteThem) {
   EXPECT_EQ(nlohmann::json::parse("{" + *req->forwarded_members + "}"), dom);
 }
 
-// With a repeated name anywhere, the DOM (the last value, what the router checked) is what goes
-// on: an upstream that reads the first value must never see one the router did not.
-TEST(ChatRequestTest, ARepeatedNameForwardsTheDomNotTheText) {
+// With a repeated name anywhere, or a double below the top level, the DOM (what the router
+// checked) is what goes on: an upstream must never see a value, or digits, the router did not.
+TEST(ChatRequestTest, ARepeatedNameOrANestedDoubleForwardsTheDomNotTheText) {
   for (const char* body :
        {R"({"messages":[{"role":"user","content":"hi"}],"user":"a","user":"b"})",
         R"({"messages":[{"role":"user","content":"call 13800138000","content":"hi"}]})",
-        R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"x":{"k":1,"k":2}}})"}) {
+        R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"x":{"k":1,"k":2}}})",
+        // A double below the top level: the DOM keeps ~17 of the 19 digits the text holds.
+        R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"card":6222021234567890123.0}})"}) {
     auto req = parse_chat_request(body);
     ASSERT_TRUE(req.ok()) << req.error().message;
     EXPECT_FALSE(req->forwarded_members.has_value()) << body;

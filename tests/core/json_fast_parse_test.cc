@@ -67,14 +67,31 @@ TEST(JsonFastParseTest, TheLastOfARepeatedNameWins) {
 TEST(JsonFastParseTest, SaysWhetherAnyObjectRepeatsAName) {
   // `answer` starts as the opposite of what is expected: the parse must write it.
   const auto repeats = [](const std::string& text, bool answer) {
-    EXPECT_TRUE(parse_json_fast(text, 64, &answer).has_value()) << text;
-    return answer;
+    TextBeyondDom beyond{.repeated_names = answer};
+    EXPECT_TRUE(parse_json_fast(text, 64, &beyond).has_value()) << text;
+    return beyond.repeated_names;
   };
   EXPECT_FALSE(repeats(R"({"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]})", true));
   EXPECT_TRUE(repeats(R"({"a":1,"a":1})", false));
   EXPECT_TRUE(repeats(R"({"messages":[{"role":"user","content":"x","content":"y"}]})", false));
   EXPECT_TRUE(repeats(R"([[{"deep":{"k":1,"k":2}}]])", false));
   EXPECT_FALSE(repeats(R"(["a","a"])", true)) << "equal strings in an array are no names";
+}
+
+// A double keeps about 17 digits; the text may carry more (a 19-digit card written as
+// 6222021234567890123.0). The root's own members (temperature, top_p) are the API's parameters.
+TEST(JsonFastParseTest, SaysWhetherADoubleSitsBelowTheRootsMembers) {
+  const auto nested = [](const std::string& text, bool answer) {
+    TextBeyondDom beyond{.nested_doubles = answer};
+    EXPECT_TRUE(parse_json_fast(text, 64, &beyond).has_value()) << text;
+    return beyond.nested_doubles;
+  };
+  EXPECT_FALSE(nested(R"({"temperature":0.5,"top_p":1e-1,"n":{"k":7},"a":[1,-2]})", true));
+  EXPECT_TRUE(nested(R"({"metadata":{"card":6222021234567890123.0}})", false));
+  EXPECT_TRUE(nested(R"({"a":[1.5]})", false));
+  EXPECT_TRUE(nested(R"({"a":[{"b":[2e3]}]})", false));
+  EXPECT_FALSE(nested("[0.5]", true)) << "an array root's elements are its own, like members";
+  EXPECT_TRUE(nested("[[0.5]]", false));
 }
 
 TEST(JsonFastParseTest, LeavesToNlohmannWhatSimdjsonRefusesOrWhatIsTooDeep) {
