@@ -49,30 +49,16 @@ Result<tcp::endpoint> parse_listen(const std::string& listen) {
   return tcp::endpoint(address, static_cast<unsigned short>(port));
 }
 
+// How long a request waits before its client's socket is watched: a cloud answer takes hundreds
+// of milliseconds, so a client that leaves is still noticed early in the call.
+constexpr std::chrono::milliseconds kClientWatchDelay{10};
+
 bool is_disconnect(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
          ec == beast::error::timeout || ec == asio::error::bad_descriptor ||
          ec == asio::error::broken_pipe || ec == asio::error::not_connected;
 }
-
-// The client-gone watch of one request: a one-byte MSG_PEEK receive pending on the client's
-// socket while the handler waits (see serve_requests).
-struct ClientWatch {
-  bool active = true;
-  bool armed = false;
-  CancelToken client_gone;
-  char probe = 0;
-
-  // Ends the watch once: a pending peek is cancelled (Asio dequeues it; no syscall).
-  void end(tcp::socket& socket) {
-    if (!active) return;
-    active = false;
-    if (!armed) return;
-    beast::error_code ec;
-    socket.cancel(ec);
-  }
-};
 
 }  // namespace
 
@@ -94,7 +80,7 @@ struct HttpServer::Connection {
 };
 
 HttpServer::HttpServer(asio::io_context& io, const ServerConfig& config, RequestHandler& handler)
-    : io_(io), config_(config), handler_(handler), acceptor_(io) {}
+    : io_(io), config_(config), handler_(handler), acceptor_(io), watch_arming_(io, kClientWatchDelay) {}
 
 HttpServer::~HttpServer() = default;
 
@@ -423,28 +409,18 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     }
 
     // Watches the socket while the handler waits: end of stream means the client closed, so
-    // upstream work is cancelled (a pipelined next request just ends the watch). Armed only when
+    // upstream work is cancelled (a pipelined next request just ends the watch). Wanted only when
     // the handler is about to wait (HttpExchange::watch_client()), so an answer the gateway gives
-    // at once (a cache hit, the intent engine) costs nothing. A one-byte MSG_PEEK receive, not
-    // async_wait: Asio re-arms the descriptor with epoll_ctl for every async_wait, while a receive
-    // is queued without a syscall when the last read drained the socket (and tried at once when
-    // readiness came in meanwhile, so a close before arming is still seen). The watch ends as
-    // the answer's last bytes go out, before the client can send its next request. The callback
-    // owns what it touches: the token's state, the probe byte and the connection.
-    auto watch = std::make_shared<ClientWatch>(ClientWatch{.client_gone = client_gone});
+    // at once (a cache hit, the intent engine) costs nothing, and armed only when the request
+    // still waits a moment later (ClientWatchArming), so a fast upstream's answer costs no
+    // syscall either. The watch ends as the answer's last bytes go out, before the client can
+    // send its next request.
+    auto watch = std::make_shared<ClientWatch>(client_gone, stream, std::weak_ptr<void>(owner));
     exchange.on_watch_client(
-        [watch, owner] {
-          if (watch->armed || !watch->active) return;  // once, and never after the answer went out
-          watch->armed = true;
-          owner->socket.async_receive(
-              asio::buffer(&watch->probe, 1), tcp::socket::message_peek,
-              [watch, owner](const beast::error_code& receive_ec, std::size_t) {
-                // Bytes (a pipelined request) leave the client alive; cancellation ends the watch.
-                if (!watch->active || !receive_ec || receive_ec == asio::error::operation_aborted) return;
-                watch->client_gone.cancel();  // end of stream, or the connection reset
-              });
+        [watch, this] {
+          if (watch->want()) watch_arming_.add(watch);
         },
-        [watch, owner] { watch->end(owner->socket); });
+        [watch] { watch->end(); });
 
     std::exception_ptr failure;
     try {
@@ -454,7 +430,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     }
     if (failure) co_await answer_exception(exchange, failure);
 
-    watch->end(stream);
+    watch->end();
     connection.current.reset();
     if (!exchange.keep_alive() || exchange.client_gone().cancelled()) break;
   }
@@ -531,6 +507,7 @@ void HttpServer::close_all() {
     acceptor_.close(ec);
   });
   if (drain_timer_) drain_timer_->cancel();
+  watch_arming_.stop();
   for (auto& connection : open) {
     asio::post(connection->socket.get_executor(), [connection] {
       connection->current.cancel();  // upstream calls and generations stop

@@ -36,6 +36,7 @@
 #include "core/lazy_deadline.h"
 #include "core/result.h"
 #include "obs/metrics.h"
+#include "server/client_watch.h"
 #include "server/http_exchange.h"
 
 namespace hengshi::server {
@@ -108,6 +109,7 @@ class HttpServer {
   std::map<asio::ip::address, int> connections_per_ip_;
   std::function<void(bool)> on_drained_;
   std::unique_ptr<asio::steady_timer> drain_timer_;
+  ClientWatchArming watch_arming_;
 };
 
 }  // namespace hengshi::server
