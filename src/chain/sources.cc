@@ -246,11 +246,14 @@ Answer CloudSource::answered(const std::string& model, const std::string& upstre
 awaitable<Result<Answer, AttemptError>> CloudSource::answer(const SourceRequest& request) {
   cloud::CallOptions options;
   options.avoid = request.avoid;
-  auto reply = co_await pool_.complete(cloud::ForwardBody(*request.request), request.deadline, request.cancel, options);
-  if (!reply) co_return from_upstream(reply.error());
-  Answer answer = answered(reply->model, reply->upstream, reply->usage, reply->latency);
-  answer.upstream_body = std::move(reply->body);
-  answer.ttft = reply->latency;
+  cloud::UpstreamReply reply;
+  if (auto failed = co_await pool_.complete_into(cloud::ForwardBody(*request.request), request.deadline,
+                                                 request.cancel, std::move(options), reply)) {
+    co_return from_upstream(*failed);
+  }
+  Answer answer = answered(reply.model, reply.upstream, reply.usage, reply.latency);
+  answer.upstream_body = std::move(reply.body);
+  answer.ttft = reply.latency;
   co_return answer;
 }
 

@@ -261,21 +261,31 @@ awaitable<Result<CloudPool::Lease, UpstreamError>> CloudPool::admit(Deadline dea
   co_return Lease{std::move(*permit), static_cast<std::size_t>(choice.index), choice.admission};
 }
 
-awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const ForwardBody& request,
-                                                                    Deadline deadline,
-                                                                    CancelToken cancel,
-                                                                    CallOptions options) {
+awaitable<std::optional<UpstreamError>> CloudPool::complete_into(const ForwardBody& request, Deadline deadline,
+                                                                  CancelToken cancel, CallOptions options,
+                                                                  UpstreamReply& reply) {
   auto lease = co_await admit(deadline, cancel, options);
   if (!lease) co_return lease.error();
   UpstreamClient& member = *members_[lease->member];
   Attempt attempt(*this, lease->member, lease->admission, /*stream=*/false);
-  auto result = co_await member.complete(request, deadline, std::move(cancel));
-  if (result) {
-    attempt.succeeded();
+  auto failed = co_await member.complete_into(request, deadline, std::move(cancel), reply);
+  if (failed) {
+    attempt.failed(*failed);
   } else {
-    attempt.failed(result.error());
+    attempt.succeeded();
   }
-  co_return std::move(result);
+  co_return failed;
+}
+
+awaitable<Result<UpstreamReply, UpstreamError>> CloudPool::complete(const ForwardBody& request,
+                                                                    Deadline deadline,
+                                                                    CancelToken cancel,
+                                                                    CallOptions options) {
+  UpstreamReply reply;
+  if (auto failed = co_await complete_into(request, deadline, std::move(cancel), std::move(options), reply)) {
+    co_return std::move(*failed);
+  }
+  co_return reply;
 }
 
 awaitable<Result<StreamSummary, UpstreamError>> CloudPool::stream(const ForwardBody& request,

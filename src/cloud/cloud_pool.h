@@ -95,6 +95,11 @@ class CloudPool {
   awaitable<Result<UpstreamReply, UpstreamError>> complete(const ForwardBody& request,
                                                            Deadline deadline, CancelToken cancel,
                                                            CallOptions options = {});
+  // complete() filling `reply` (a default one; left as it was on failure), as
+  // UpstreamClient::complete_into().
+  awaitable<std::optional<UpstreamError>> complete_into(const ForwardBody& request, Deadline deadline,
+                                                        CancelToken cancel, CallOptions options,
+                                                        UpstreamReply& reply);
   awaitable<Result<StreamSummary, UpstreamError>> stream(const ForwardBody& request,
                                                          Deadline deadline, CancelToken cancel,
                                                          ChunkSink sink, CallOptions options = {});

@@ -61,7 +61,7 @@ simdjson::dom::parser& reply_parser() {
 
 }  // namespace
 
-Result<ReplyBody> read_reply_body(std::string&& raw) {
+std::optional<Error> read_reply_body(std::string&& raw, ReplyBody& body) {
   simdjson::dom::element root;
   if (auto error = parse_padded(reply_parser(), raw, root)) {
     if (error == simdjson::DEPTH_ERROR) {
@@ -73,7 +73,6 @@ Result<ReplyBody> read_reply_body(std::string&& raw) {
   if (root.get_object().get(object) != simdjson::SUCCESS) return Error{"bad_response", "not a JSON object"};
   simdjson::dom::array choices;
   if (!last_as(object, "choices", choices)) return Error{"bad_response", "no \"choices\" array"};
-  ReplyBody body;
   simdjson::dom::object usage;
   if (last_as(object, "usage", usage)) {
     body.usage.prompt_tokens = int_or_zero(usage, "prompt_tokens");
@@ -95,6 +94,12 @@ Result<ReplyBody> read_reply_body(std::string&& raw) {
     }
   }
   body.raw = std::move(raw);
+  return std::nullopt;
+}
+
+Result<ReplyBody> read_reply_body(std::string&& raw) {
+  ReplyBody body;
+  if (auto refused = read_reply_body(std::move(raw), body)) return std::move(*refused);
   return body;
 }
 

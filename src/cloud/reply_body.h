@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,9 @@ struct ReplyBody {
 // Reads `raw`, taken over only on success. The error's message says why it is not a chat.completion reply: not
 // JSON, invalid UTF-8, nested too deep, not an object, or no "choices" array.
 Result<ReplyBody> read_reply_body(std::string&& raw);
+// The same into `body` (a default one, left as it was on failure): the hot path builds the reply
+// in place, not moved out of a Result.
+std::optional<Error> read_reply_body(std::string&& raw, ReplyBody& body);
 
 // The readable capacity simdjson needs past a text's end (simdjson::SIMDJSON_PADDING, checked
 // where simdjson is included): a text reserved with it is parsed without being copied.

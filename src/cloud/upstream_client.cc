@@ -214,19 +214,21 @@ class UpstreamCall {
   UpstreamCall(const UpstreamCall&) = delete;
   UpstreamCall& operator=(const UpstreamCall&) = delete;
 
-  awaitable<Result<UpstreamReply, UpstreamError>> complete(const ForwardBody& request) {
+  // Fills `reply` (left as it was on failure): the reply is built once, in the caller's frame,
+  // not moved out through each coroutine level (eight strings, twice a level).
+  awaitable<std::optional<UpstreamError>> complete(const ForwardBody& request, UpstreamReply& reply) {
     if (auto refused = refuse()) co_return finish(std::move(*refused));
     body_ = upstream_body(request, client_.config_.model, /*stream=*/false);
-    auto exchange = [this](auto& stream, Connection& connection, bool& retry_fresh) {
-      return exchange_json(stream, connection, retry_fresh);
+    auto exchange = [this, &reply](auto& stream, Connection& connection, bool& retry_fresh) {
+      return exchange_json(stream, connection, retry_fresh, reply);
     };
-    auto result = co_await on_connection<UpstreamReply>(exchange);
-    if (!result) co_return finish(result.error());
-    UpstreamReply& reply = result.value();
+    if (auto failed = co_await on_connection<std::optional<UpstreamError>>(exchange)) {
+      co_return finish(std::move(*failed));
+    }
     reply.latency = elapsed();
     client_.record_latency(reply.latency);
     client_.metrics_.succeeded(reply.latency);
-    co_return std::move(reply);
+    co_return std::nullopt;
   }
 
   awaitable<Result<StreamSummary, UpstreamError>> stream(const ForwardBody& request, ChunkSink& sink) {
@@ -236,7 +238,7 @@ class UpstreamCall {
     auto exchange = [this, &sink](auto& stream, Connection& connection, bool& retry_fresh) {
       return exchange_sse(stream, connection, sink, retry_fresh);
     };
-    auto result = co_await on_connection<StreamSummary>(exchange);
+    auto result = co_await on_connection<Result<StreamSummary, UpstreamError>>(exchange);
     if (!result) co_return finish(result.error());
     StreamSummary& summary = result.value();
     summary.latency = elapsed();
@@ -281,25 +283,29 @@ class UpstreamCall {
   // Runs `exchange` (a callable returning the exchange coroutine for a TLS or a plain stream) on a
   // pooled connection, and once more on a fresh one when a reused connection turned out stale
   // before any byte was sent.
-  template <typename Reply, typename Exchange>
-  awaitable<Result<Reply, UpstreamError>> on_connection(Exchange exchange) {
+  template <typename Outcome, typename Exchange>
+  awaitable<Outcome> on_connection(Exchange exchange) {
     for (int attempt = 0;; ++attempt) {
       auto acquired = co_await acquire(/*fresh=*/attempt > 0);
       if (!acquired) co_return acquired.error();
       std::unique_ptr<Connection> connection = std::move(acquired).value();
       bool retry_fresh = false;
       // Not a conditional expression: g++ 12 mishandles temporaries of co_await inside ?:.
-      std::optional<Result<Reply, UpstreamError>> result;
+      std::optional<Outcome> result;
       if (connection->secure) {
         result.emplace(co_await exchange(*connection->secure, *connection, retry_fresh));
       } else {
         result.emplace(co_await exchange(*connection->plain, *connection, retry_fresh));
       }
       settle(std::move(connection));
-      if (!*result && retry_fresh && attempt == 0) continue;
+      if (failed(*result) && retry_fresh && attempt == 0) continue;
       co_return std::move(*result);
     }
   }
+  // An exchange's outcome: a Result, or the error of one that filled the caller's reply.
+  template <typename Reply>
+  static bool failed(const Result<Reply, UpstreamError>& outcome) { return !outcome; }
+  static bool failed(const std::optional<UpstreamError>& outcome) { return outcome.has_value(); }
 
   std::chrono::microseconds elapsed() const {
     return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_);
@@ -576,9 +582,8 @@ class UpstreamCall {
   }
 
   template <class Stream>
-  awaitable<Result<UpstreamReply, UpstreamError>> exchange_json(Stream& stream,
-                                                                Connection& connection,
-                                                                bool& retry_fresh) {
+  awaitable<std::optional<UpstreamError>> exchange_json(Stream& stream, Connection& connection, bool& retry_fresh,
+                                                        UpstreamReply& reply) {
     beast::error_code ec;
     arm(ttft_at_, ttft_kind_);
     co_await send_request(stream, connection, ec);
@@ -605,17 +610,14 @@ class UpstreamCall {
     if (status < 200 || status >= 300) {
       co_return status_error(status, response.base(), std::move(response.body()));
     }
-    auto body = read_reply_body(std::move(response.body()));
-    if (!body) {
+    if (auto refused = read_reply_body(std::move(response.body()), reply.body)) {
       co_return error(UpstreamErrorKind::bad_response,
-                      "response is not a chat completion (" + body.error().message + "): " + snippet(response.body()));
+                      "response is not a chat completion (" + refused->message + "): " + snippet(response.body()));
     }
-    UpstreamReply reply;
-    reply.body = std::move(body).value();
     reply.usage = reply.body.usage;
     reply.upstream = client_.config_.name;
     reply.model = client_.config_.model;
-    co_return reply;
+    co_return std::nullopt;
   }
 
   template <class Stream>
@@ -830,12 +832,19 @@ UpstreamClient::UpstreamClient(UpstreamConfig config, Url url,
 
 UpstreamClient::~UpstreamClient() = default;
 
+awaitable<std::optional<UpstreamError>> UpstreamClient::complete_into(const ForwardBody& request, Deadline deadline,
+                                                                       CancelToken cancel, UpstreamReply& reply) {
+  auto executor = co_await asio::this_coro::executor;
+  UpstreamCall call(*this, executor, deadline, cancel);
+  co_return co_await call.complete(request, reply);
+}
+
 awaitable<Result<UpstreamReply, UpstreamError>> UpstreamClient::complete(const ForwardBody& request,
                                                                          Deadline deadline,
                                                                          CancelToken cancel) {
-  auto executor = co_await asio::this_coro::executor;
-  UpstreamCall call(*this, executor, deadline, cancel);
-  co_return co_await call.complete(request);
+  UpstreamReply reply;
+  if (auto failed = co_await complete_into(request, deadline, std::move(cancel), reply)) co_return std::move(*failed);
+  co_return reply;
 }
 
 awaitable<Result<StreamSummary, UpstreamError>> UpstreamClient::stream(const ForwardBody& request,

@@ -87,6 +87,10 @@ class UpstreamClient {
   // Must be awaited on the executor (strand) that owns `cancel`; `request` must outlive the call.
   awaitable<Result<UpstreamReply, UpstreamError>> complete(const ForwardBody& request,
                                                            Deadline deadline, CancelToken cancel);
+  // The same, filling `reply` (a default one; left as it was on failure): the hot path's form,
+  // where the reply is built once in the caller's frame instead of moved out level by level.
+  awaitable<std::optional<UpstreamError>> complete_into(const ForwardBody& request, Deadline deadline,
+                                                        CancelToken cancel, UpstreamReply& reply);
 
   // Streaming call: "stream" forced true and stream_options.include_usage forced on so the
   // summary can count tokens; the usage-only chunk reaches `sink` only when the caller asked

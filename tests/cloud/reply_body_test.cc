@@ -20,6 +20,26 @@ std::string error_of(std::string raw) {
   return body.ok() ? std::string("accepted") : body.error().message;
 }
 
+// The hot path reads into the reply it will send: a refused body leaves both the text and the
+// reply as they were (the text is quoted in the error; nothing half-read reaches the client).
+TEST(ReplyBodyTest, ReadingInPlaceTakesTheTextOnlyOnSuccess) {
+  ReplyBody body;
+  std::string raw = R"({"id":"x","usage":{"prompt_tokens":12}})";  // no choices
+  auto refused = read_reply_body(std::move(raw), body);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->message, "no \"choices\" array");
+  EXPECT_EQ(raw, R"({"id":"x","usage":{"prompt_tokens":12}})");
+  EXPECT_FALSE(body.present());
+  EXPECT_EQ(body.usage.prompt_tokens, 0);
+
+  raw = R"({"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":2}})";
+  EXPECT_FALSE(read_reply_body(std::move(raw), body).has_value());
+  EXPECT_EQ(body.content, "hi");
+  EXPECT_EQ(body.finish_reason, "stop");
+  EXPECT_EQ(body.usage.prompt_tokens, 2);
+  EXPECT_NE(body.raw.find("\"hi\""), std::string::npos);
+}
+
 TEST(ReplyBodyTest, ReadsTextFinishAndUsageOfTheFirstChoice) {
   auto body = read_ok(R"({"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"你好 \"there\""},)"
                       R"("finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":3}})");
