@@ -38,7 +38,9 @@ struct Answer {
   double cost = 0.0;                 // billed: this attempt (incl. a verification call)
   std::chrono::microseconds source_time{0};  // time inside the source (not gateway overhead)
   std::chrono::microseconds ttft{0};
-  nlohmann::json figures = nlohmann::json::object();  // numbers worth logging (token probs, verify)
+  // Numbers worth logging (token probs, verify). Null until a source sets one (`figures["x"] = …`
+  // makes it an object): most answers have none, and an empty object is a map allocated per answer.
+  nlohmann::json figures;
 };
 
 // What the chain does with a failed attempt.

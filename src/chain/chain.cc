@@ -58,9 +58,8 @@ std::optional<Millis> Chain::retry_wait(int retry, std::optional<std::int64_t> r
   return Millis(*wait);
 }
 
-awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, const ChainRequest& request,
-                                      ResponseMeta& meta) {
-  ChainResult out;
+awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const ChainRequest& request,
+                               ResponseMeta& meta, ChainResult& out) {
   std::optional<AttemptError> last_error;
   double billed = 0.0;  // what failed attempts cost (a rejected verification is still paid for)
   bool walk_broke = false;  // a stream of this request broke midway: the replacements are held
@@ -80,7 +79,10 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
       meta.decision.figures["cache_verify"] = confirmed ? "yes" : "no";
       if (!confirmed) hit.reset();
     }
-    if (hit) co_return co_await serve_cached(*hit, plan.steps.front().level, request, meta, started);
+    if (hit) {
+      co_await serve_cached(*hit, plan.steps.front().level, request, meta, started, out);
+      co_return;
+    }
   }
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep step = plan.steps[i];
@@ -109,7 +111,8 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
     if (step.level == Level::last_resort && request.cache != nullptr && request.cache->read) {
       // Everything before failed: an expired answer to the same question beats the canned reply.
       if (auto stale = request.cache->cache->stale(request.cache->query)) {
-        co_return co_await serve_cached(*stale, step.level, request, meta, hop_started);
+        co_await serve_cached(*stale, step.level, request, meta, hop_started, out);
+        co_return;
       }
     }
     const Deadline level_deadline = budget.for_level(step.level, last_before_resort);
@@ -173,7 +176,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
         out.answer = std::move(answer);
         out.streamed = outcome.committed;
         out.committed = outcome.committed;
-        co_return out;
+        co_return;
       }
 
       AttemptError error = std::move(outcome.result.error());
@@ -195,7 +198,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
         ChainMetrics::count_answer("none", "error");
         out.committed = outcome.committed;
         out.error = std::move(error);
-        co_return out;
+        co_return;
       }
       last_error = error;
       if (error.error_class == ErrorClass::retryable && is_cloud(step.source) && config_.retry.enabled &&
@@ -222,7 +225,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
       hop.outcome = "cancelled";
       record_hop(meta, std::move(hop), hop_started);
       out.error = std::move(gone);
-      co_return out;
+      co_return;
     }
     hop.outcome = last_error ? last_error->kind : "failed";
     if (hop.attempts.empty() && last_error && last_error->kind == "circuit_open") hop.outcome = "skipped_circuit_open";
@@ -231,7 +234,7 @@ awaitable<ChainResult> Chain::execute(const Plan& plan, const Budget& budget, co
   if (billed > 0.0) meta.cost = billed;
   ChainMetrics::count_answer("none", "error");
   out.error = last_error ? std::move(*last_error) : deadline_error();
-  co_return out;
+  co_return;
 }
 
 awaitable<void> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step, bool last_step,
@@ -370,9 +373,8 @@ std::size_t utf8_cut(std::string_view text, std::size_t max_bytes) {
 
 }  // namespace
 
-awaitable<ChainResult> Chain::serve_cached(const cache::CacheHit& hit, Level level, const ChainRequest& request,
-                                           ResponseMeta& meta, Clock::time_point started) {
-  ChainResult out;
+awaitable<void> Chain::serve_cached(const cache::CacheHit& hit, Level level, const ChainRequest& request,
+                                    ResponseMeta& meta, Clock::time_point started, ChainResult& out) {
   const cache::CacheEntry& entry = *hit.entry;
   const bool stale = hit.tier == cache::CacheTier::stale;
   Answer answer;
@@ -397,7 +399,7 @@ awaitable<ChainResult> Chain::serve_cached(const cache::CacheHit& hit, Level lev
   if (request.stream == nullptr) {
     answer.content = entry.answer.content;
     out.answer = std::move(answer);
-    co_return out;
+    co_return;
   }
   // A stream: the cached text replayed as pieces, as a model would have sent them.
   StreamOut& client = *request.stream;
@@ -417,11 +419,11 @@ awaitable<ChainResult> Chain::serve_cached(const cache::CacheHit& hit, Level lev
     gone.kind = "cancelled";
     gone.error_class = ErrorClass::cancelled;
     out.error = std::move(gone);
-    co_return out;
+    co_return;
   }
   out.streamed = true;
   out.answer = std::move(answer);
-  co_return out;
+  co_return;
 }
 
 void Chain::maybe_fill(const ChainRequest& request, PlanStep step, const Answer& answer, const AttemptOutcome& outcome,

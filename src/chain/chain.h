@@ -95,10 +95,11 @@ class Chain {
  public:
   explicit Chain(const ChainConfig& config, ChainHooks hooks = {});
 
-  // Walks `plan` (non-empty) within `budget`; fills meta.level / attempts / hops / model /
+  // Walks `plan` (non-empty) within `budget`; fills `out` (a default one: the answer is built in
+  // the caller's frame, not moved out of each coroutine) and meta.level / attempts / hops / model /
   // upstream / cost. Never throws for an upstream or engine failure.
-  awaitable<ChainResult> execute(const Plan& plan, const Budget& budget, const ChainRequest& request,
-                                 ResponseMeta& meta);
+  awaitable<void> execute(const Plan& plan, const Budget& budget, const ChainRequest& request,
+                          ResponseMeta& meta, ChainResult& out);
 
  private:
   struct AttemptOutcome {
@@ -124,8 +125,8 @@ class Chain {
                           ResponseMeta& meta, std::optional<AttemptOutcome>& outcome);
   std::optional<Millis> retry_wait(int retry, std::optional<std::int64_t> retry_after_ms, Millis left);
   // Answers from a cache hit (fresh before the plan, stale at L4), streamed when asked.
-  awaitable<ChainResult> serve_cached(const cache::CacheHit& hit, Level level, const ChainRequest& request,
-                                      ResponseMeta& meta, Clock::time_point started);
+  awaitable<void> serve_cached(const cache::CacheHit& hit, Level level, const ChainRequest& request,
+                               ResponseMeta& meta, Clock::time_point started, ChainResult& out);
   // Stores a complete model answer when the request and the source allow it.
   void maybe_fill(const ChainRequest& request, PlanStep step, const Answer& answer, const AttemptOutcome& outcome,
                   const ResponseMeta& meta);

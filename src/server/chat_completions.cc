@@ -339,7 +339,8 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
                                     .will_wait = [&exchange] { exchange.watch_client(); },
                                     .stream = request.stream ? &writer : nullptr,
                                     .sources = lookup};
-  auto result = co_await chain_->execute(meta.decision.plan, budget, chain_request, meta);
+  chain::ChainResult result;
+  co_await chain_->execute(meta.decision.plan, budget, chain_request, meta, result);
   for (const HopRecord& hop : meta.hops) {
     if (hop.source == Source::edge_llm && offline_ != nullptr) {
       // The edge LLM's health: engine failures in a row take the edge out of the plans (the cloud

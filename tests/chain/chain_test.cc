@@ -111,15 +111,16 @@ class ChainTest : public ::testing::Test {
       auto it = sources_.find(source);
       return it == sources_.end() ? nullptr : it->second;
     };
-    std::optional<ChainResult> result;
+    ChainResult result;
+    bool done = false;
     asio::io_context io;
-    asio::co_spawn(io, chain.execute(plan, budget, request, meta_),
-                   [&](std::exception_ptr failure, ChainResult value) {
-                     if (failure) std::rethrow_exception(failure);
-                     result = std::move(value);
-                   });
+    asio::co_spawn(io, chain.execute(plan, budget, request, meta_, result), [&](std::exception_ptr failure) {
+      if (failure) std::rethrow_exception(failure);
+      done = true;
+    });
     io.run();
-    return std::move(*result);
+    EXPECT_TRUE(done) << "the chain never finished";
+    return result;
   }
 
   static Plan plan_of(std::vector<PlanStep> steps) {
