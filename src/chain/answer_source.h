@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,15 @@ class AnswerSource {
   virtual ~AnswerSource() = default;
   // A complete answer.
   virtual awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) = 0;
+  // The same into `out` (a default Answer; what it holds after a failure is not used): how the
+  // chain asks, so a source on the hot path builds the answer in place instead of moving it out
+  // through its coroutine and the chain's (a dozen strings a move). By default, answer() moved.
+  virtual awaitable<std::optional<AttemptError>> answer_into(const SourceRequest& request, Answer& out) {
+    auto answered = co_await answer(request);
+    if (!answered) co_return std::move(answered.error());
+    out = std::move(answered).value();
+    co_return std::nullopt;
+  }
   // Whether stream() produces pieces; a source that does not is answered whole, also in a stream.
   virtual bool streams() const { return false; }
   // Pieces go to `sink` as they are produced (false from the sink stops the source); resolves

@@ -247,7 +247,11 @@ awaitable<void> Chain::attempt(AnswerSource& source, SourceRequest& source_reque
   auto client_registration = client_gone.on_cancel([state] { state->token.cancel(); });
 
   if (request.stream == nullptr || !source.streams()) {
-    outcome.emplace(co_await source.answer(source_request), false);
+    // The source builds its answer in the outcome's own slot.
+    outcome.emplace(std::in_place_type<Answer>, false);
+    if (auto failed = co_await source.answer_into(source_request, *outcome->result)) {
+      outcome->result = std::move(*failed);
+    }
     co_return;
   }
 

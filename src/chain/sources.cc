@@ -231,19 +231,17 @@ awaitable<Result<Answer, AttemptError>> EdgeLlmSource::generate(const SourceRequ
 
 // ---- cloud ----
 
-Answer CloudSource::answered(const std::string& model, const std::string& upstream, const cloud::Usage& usage,
-                             std::chrono::microseconds latency) const {
-  Answer answer;
+void CloudSource::answered(Answer& answer, const std::string& model, const std::string& upstream,
+                           const cloud::Usage& usage, std::chrono::microseconds latency) const {
   answer.model = model;
   answer.upstream = upstream;
   answer.pool = pool_.name();
   answer.usage = {usage.prompt_tokens, usage.completion_tokens};
   answer.cost = cost_of(pool_, upstream, usage.prompt_tokens, usage.completion_tokens);
   answer.source_time = latency;
-  return answer;
 }
 
-awaitable<Result<Answer, AttemptError>> CloudSource::answer(const SourceRequest& request) {
+awaitable<std::optional<AttemptError>> CloudSource::answer_into(const SourceRequest& request, Answer& out) {
   cloud::CallOptions options;
   options.avoid = request.avoid;
   cloud::UpstreamReply reply;
@@ -251,9 +249,15 @@ awaitable<Result<Answer, AttemptError>> CloudSource::answer(const SourceRequest&
                                                  request.cancel, std::move(options), reply)) {
     co_return from_upstream(*failed);
   }
-  Answer answer = answered(reply.model, reply.upstream, reply.usage, reply.latency);
-  answer.upstream_body = std::move(reply.body);
-  answer.ttft = reply.latency;
+  answered(out, reply.model, reply.upstream, reply.usage, reply.latency);
+  out.upstream_body = std::move(reply.body);
+  out.ttft = reply.latency;
+  co_return std::nullopt;
+}
+
+awaitable<Result<Answer, AttemptError>> CloudSource::answer(const SourceRequest& request) {
+  Answer answer;
+  if (auto failed = co_await answer_into(request, answer)) co_return std::move(*failed);
   co_return answer;
 }
 
@@ -268,7 +272,8 @@ awaitable<Result<Answer, AttemptError>> CloudSource::stream(const SourceRequest&
   auto summary = co_await pool_.stream(cloud::ForwardBody(*request.request), request.deadline, request.cancel, std::move(chunks),
                                        options);
   if (!summary) co_return from_upstream(summary.error());
-  Answer answer = answered(summary->model, summary->upstream, summary->usage, summary->latency);
+  Answer answer;
+  answered(answer, summary->model, summary->upstream, summary->usage, summary->latency);
   answer.pieces_carry_finish = true;
   answer.ttft = summary->ttft;
   co_return answer;

@@ -50,13 +50,14 @@ class CloudSource : public AnswerSource {
  public:
   explicit CloudSource(cloud::CloudPool& pool) : pool_(pool) {}
   awaitable<Result<Answer, AttemptError>> answer(const SourceRequest& request) override;
+  awaitable<std::optional<AttemptError>> answer_into(const SourceRequest& request, Answer& out) override;
   bool streams() const override { return true; }
   awaitable<Result<Answer, AttemptError>> stream(const SourceRequest& request, PieceSink sink) override;
 
  private:
-  // What a successful call answered, priced at its member's rates.
-  Answer answered(const std::string& model, const std::string& upstream, const cloud::Usage& usage,
-                  std::chrono::microseconds latency) const;
+  // Fills in what a successful call answered, priced at its member's rates.
+  void answered(Answer& answer, const std::string& model, const std::string& upstream, const cloud::Usage& usage,
+                std::chrono::microseconds latency) const;
   cloud::CloudPool& pool_;
 };
 

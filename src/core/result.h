@@ -19,6 +19,8 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : state_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(E error) : state_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
+  // A default T built in place, to be filled through value() (no move of a T at all).
+  Result(std::in_place_type_t<T>) : state_(std::in_place_type<T>) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return std::holds_alternative<T>(state_); }
   explicit operator bool() const { return ok(); }
