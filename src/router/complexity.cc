@@ -5,7 +5,10 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
+
+#include "core/byte_word.h"
 
 namespace hengshi::router {
 namespace {
@@ -220,6 +223,12 @@ int thresholds_reached(int value, const std::array<int, N>& thresholds) {
 int approx_token_count(std::string_view utf8_text) {
   TokenTally tally;
   for (std::size_t pos = 0; pos < utf8_text.size();) {
+    // ASCII is never CJK and one byte a character: eight at a time while no byte is above 0x7F.
+    while (pos + 8 <= utf8_text.size() && !has_high_byte(load_word(utf8_text.data() + pos))) {
+      tally.other_bytes += 8;
+      pos += 8;
+    }
+    if (pos >= utf8_text.size()) break;
     if (static_cast<unsigned char>(utf8_text[pos]) < 0x80) {  // ASCII is never CJK: no decode
       ++tally.other_bytes;
       ++pos;
@@ -238,6 +247,23 @@ ComplexityFeatures complexity_features(std::string_view text, int conversation_t
   bool in_sentence = false;
   bool after_question_mark = false;
   for (std::size_t pos = 0; pos < text.size();) {
+    // Inside a sentence, eight ASCII bytes with no sentence end and no question mark change
+    // nothing but the counts (a space keeps the sentence open; any character ends a run of
+    // question marks): prose is read a word at a time, not a byte.
+    if (in_sentence) {
+      while (pos + 8 <= text.size()) {
+        const std::uint64_t word = load_word(text.data() + pos);
+        if (has_high_byte(word) || has_byte(word, '.') || has_byte(word, '!') || has_byte(word, '?') ||
+            has_byte(word, '\n')) {
+          break;
+        }
+        pos += 8;
+        features.chars += 8;
+        tally.other_bytes += 8;
+        after_question_mark = false;
+      }
+      if (pos >= text.size()) break;
+    }
     const auto lead = static_cast<unsigned char>(text[pos]);
     if (kPlainAscii[lead]) {  // most of a text: what the general steps below conclude for it
       ++pos;

@@ -55,6 +55,30 @@ TEST(ComplexityTest, PlainAsciiCountsAsEveryOtherCharacterDoes) {
   EXPECT_EQ(complexity_features("x\xC2\xA0y.", 1).chars, 4);
 }
 
+// Prose is read eight bytes at a time inside a sentence: a sentence end, a question mark or a
+// non-ASCII character at any offset of those eight bytes must count as it does byte by byte.
+TEST(ComplexityTest, WordAtATimeScanCountsLikeTheByteScanAtEveryOffset) {
+  for (int k = 0; k <= 17; ++k) {
+    const std::string lead(static_cast<std::size_t>(k), 'x');
+    const std::string text = "A" + lead + ". " + std::string(20, 'y') + " z?Then " + lead + "\nend";
+    const ComplexityFeatures features = complexity_features(text, 1);
+    EXPECT_EQ(features.chars, static_cast<int>(text.size())) << k;
+    EXPECT_EQ(features.sentences, 4) << k;  // "A….", "yy… z?", "Then …\n", "end"
+    EXPECT_EQ(features.questions, 1) << k;
+    EXPECT_EQ(features.approx_tokens, static_cast<int>((text.size() + 3) / 4)) << k;
+    EXPECT_EQ(approx_token_count(text), features.approx_tokens) << k;
+
+    const std::string mixed = "Tell me" + lead + "你好 and more text after it";
+    const ComplexityFeatures cjk = complexity_features(mixed, 1);
+    EXPECT_EQ(cjk.chars, static_cast<int>(mixed.size()) - 4) << k;  // two 3-byte characters
+    EXPECT_EQ(cjk.sentences, 1) << k;
+    EXPECT_EQ(cjk.approx_tokens, 2 + static_cast<int>((mixed.size() - 6 + 3) / 4)) << k;
+    EXPECT_EQ(approx_token_count(mixed), cjk.approx_tokens) << k;
+  }
+  EXPECT_EQ(complexity_features("Why is my parcel late and who? bbbbbbbbbbbbbbbb?", 1).questions, 2);
+  EXPECT_EQ(complexity_features("a question?? bbbbbbbbbbbbbbbb", 1).questions, 1);
+}
+
 TEST(ComplexityTest, CountsDistinctReasoningAndConstraintCues) {
   // why, how, compare (compare and contrast are one concept), step by step.
   EXPECT_EQ(complexity_features("Why? How? Compare and contrast, step by step.", 1).reasoning_cues,
