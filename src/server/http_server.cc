@@ -416,11 +416,13 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     // syscall either. The watch ends as the answer's last bytes go out, before the client can
     // send its next request.
     auto watch = std::make_shared<ClientWatch>(client_gone, stream, std::weak_ptr<void>(owner));
+    // Plain pointers: both callbacks run only inside handle(), while `watch` lives, and two
+    // pointers fit std::function's inline buffer (shared_ptr captures cost an allocation each).
     exchange.on_watch_client(
-        [watch, this] {
-          if (watch->want()) watch_arming_.add(watch);
+        [watch = watch.get(), this] {
+          if (watch->want()) watch_arming_.add(watch->shared_from_this());
         },
-        [watch] { watch->end(); });
+        [watch = watch.get()] { watch->end(); });
 
     std::exception_ptr failure;
     try {
