@@ -32,6 +32,30 @@ std::string response_head(const Response& response, std::string_view extra_lines
   return head;
 }
 
+std::string text_response_head(unsigned version, http::status status, std::string_view content_type,
+                               std::size_t content_length, bool keep_alive, std::string_view extra_lines) {
+  std::string head;
+  head.reserve(160 + extra_lines.size());
+  head += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  std::array<char, 24> digits{};
+  head.append(digits.data(), std::to_chars(digits.data(), digits.data() + digits.size(), static_cast<unsigned>(status)).ptr);
+  head += ' ';
+  const auto reason = http::obsolete_reason(status);
+  head.append(reason.data(), reason.size());
+  head += "\r\nContent-Type: ";
+  head.append(content_type);
+  head += "\r\n";
+  // Beast's keep_alive(): a Connection field only where the version's default differs.
+  if (version == 10 && keep_alive) head += "Connection: keep-alive\r\n";
+  if (version != 10 && !keep_alive) head += "Connection: close\r\n";
+  head += "Server: hengshi\r\nContent-Length: ";
+  head.append(digits.data(), std::to_chars(digits.data(), digits.data() + digits.size(), content_length).ptr);
+  head += "\r\n";
+  head.append(extra_lines);
+  head += "\r\n";
+  return head;
+}
+
 void HttpExchange::before_write() { deadline_.expires_after(write_timeout_); }
 
 bool HttpExchange::after_write(const beast::error_code& ec) {
@@ -61,6 +85,22 @@ awaitable<bool> HttpExchange::send(Response response, std::string extra_head_lin
   std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(response.body())};
   const std::size_t n =
       co_await asio::async_write(stream_, buffers, asio::redirect_error(use_awaitable, ec));
+  bytes_sent_ += n;
+  co_return after_write(ec);
+}
+
+awaitable<bool> HttpExchange::send_text(http::status status, std::string_view content_type, std::string body,
+                                        std::string extra_head_lines) {
+  response_started_ = true;
+  status_ = static_cast<int>(status);
+  keep_alive_ = keep_alive_ && request_.keep_alive();
+  beast::error_code ec;
+  unwatch_client();
+  before_write();
+  const std::string head =
+      text_response_head(request_.version(), status, content_type, body.size(), keep_alive_, extra_head_lines);
+  std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
+  const std::size_t n = co_await asio::async_write(stream_, buffers, asio::redirect_error(use_awaitable, ec));
   bytes_sent_ += n;
   co_return after_write(ec);
 }

@@ -26,6 +26,11 @@ using Response = http::response<http::string_body>;
 // A response's status line and fields as Beast's serializer writes them, then `extra_lines`
 // (whole "Name: value\r\n" lines), ending with the blank line (the body is written beside it).
 std::string response_head(const Response& response, std::string_view extra_lines = {});
+// The head HttpExchange::send() writes for a response whose only fields are Content-Type (set
+// first), the keep-alive and Server it adds, and the body's Content-Length: the same bytes,
+// written without building Beast's fields (an allocation each).
+std::string text_response_head(unsigned version, http::status status, std::string_view content_type,
+                               std::size_t content_length, bool keep_alive, std::string_view extra_lines = {});
 
 struct ClientKey;  // server/key_store.h
 struct KeySet;     // server/key_store.h
@@ -75,6 +80,10 @@ class HttpExchange {
   // `extra_head_lines` (whole "Name: value\r\n" lines the gateway wrote itself) after its fields.
   // False when the client is gone.
   awaitable<bool> send(Response response, std::string extra_head_lines = {});
+  // The same for a body with a Content-Type and no other field (an answer): the head is written
+  // as text, no Beast message is built.
+  awaitable<bool> send_text(http::status status, std::string_view content_type, std::string body,
+                            std::string extra_head_lines = {});
   awaitable<bool> send_json(http::status status, std::string body);
 
   // Starts a chunked text/event-stream response with the given extra headers already set on

@@ -145,19 +145,16 @@ awaitable<bool> ResponseWriter::finish_stream(const ResponseMeta& meta, const ch
 awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, chain::Answer& answer) {
   const TokenUsage tokens{answer.usage.prompt, answer.usage.completion};
   if (!request_.stream) {
-    Response response{http::status::ok, exchange_.request().version()};
-    response.set(http::field::content_type, "application/json");
     std::string meta_lines = meta_header_lines(meta);
     append_header_line(meta_lines, "X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
-    if (answer.upstream_body.present()) {
-      // The upstream's own bytes, passed through with our metadata spliced in (no re-serialising).
-      response.body() = cloud::with_member(answer.upstream_body, "hengshi", client_meta_text(meta));
-    } else {
-      response.body() = with_last_member(
-          completion_text(meta.request_id, meta.model, answer.content, answer.finish_reason, tokens), "hengshi",
-          client_meta_text(meta));
-    }
-    co_return co_await exchange_.send(std::move(response), std::move(meta_lines));
+    // The upstream's own bytes, passed through with our metadata spliced in (no re-serialising).
+    std::string body = answer.upstream_body.present()
+                           ? cloud::with_member(answer.upstream_body, "hengshi", client_meta_text(meta))
+                           : with_last_member(completion_text(meta.request_id, meta.model, answer.content,
+                                                              answer.finish_reason, tokens),
+                                              "hengshi", client_meta_text(meta));
+    co_return co_await exchange_.send_text(http::status::ok, "application/json", std::move(body),
+                                           std::move(meta_lines));
   }
   if (!co_await open(meta)) co_return false;
   // Same event sequence as OpenAI: role, content, finish_reason, [usage], then our metadata.

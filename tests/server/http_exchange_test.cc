@@ -44,5 +44,30 @@ TEST(ResponseHeadTest, IsTheHeadBeastsSerializerWrites) {
   EXPECT_EQ(response_head(custom).substr(response_head(custom).size() - 4), "\r\n\r\n");
 }
 
+// An answer's head is written as text (send_text): it must be the bytes send() writes for the
+// same response through Beast's fields, for either version, kept alive or not, any status.
+TEST(ResponseHeadTest, TextHeadIsTheHeadSendWritesThroughBeast) {
+  for (unsigned version : {10u, 11u}) {
+    for (bool keep_alive : {true, false}) {
+      for (http::status status : {http::status::ok, http::status::too_many_requests, http::status::bad_gateway}) {
+        const std::string body = R"({"id":"x","hengshi":{"level":2}})";
+        Response response{status, version};
+        response.set(http::field::content_type, "application/json");
+        response.keep_alive(keep_alive);  // what send() does, in its order
+        response.set(http::field::server, "hengshi");
+        response.body() = body;
+        response.prepare_payload();
+        const std::string extra = "X-Hengshi-Level: 2\r\n";
+        EXPECT_EQ(text_response_head(version, status, "application/json", body.size(), keep_alive, extra),
+                  response_head(response, extra))
+            << version << " " << keep_alive << " " << static_cast<int>(status);
+        EXPECT_EQ(text_response_head(version, status, "application/json", body.size(), keep_alive),
+                  beast_head(response))
+            << version << " " << keep_alive << " " << static_cast<int>(status);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hengshi::server
