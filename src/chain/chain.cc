@@ -244,7 +244,9 @@ awaitable<void> Chain::attempt(AnswerSource& source, SourceRequest& source_reque
   source_request.cancel = state->token;
   // The client leaving cancels the attempt (the attempt's own token also serves the TTFT limit).
   CancelToken client_gone = request.client_gone;  // a handle on the same shared state
-  auto client_registration = client_gone.on_cancel([state] { state->token.cancel(); });
+  // A plain pointer (no allocation for the callback): the registration ends with this coroutine,
+  // before `state` can go.
+  auto client_registration = client_gone.on_cancel([attempt = state.get()] { attempt->token.cancel(); });
 
   if (request.stream == nullptr || !source.streams()) {
     // The source builds its answer in the outcome's own slot.
