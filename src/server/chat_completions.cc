@@ -111,6 +111,7 @@ struct ChatCompletions::RequestSources {
   chain::CannedSource human;
   chain::CannedSource safe;
   chain::CannedSource last_resort;
+  const ClientKey* key = nullptr;  // the request's client key (null when auth is off)
 };
 
 namespace {
@@ -295,25 +296,26 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
 awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& request, ResponseMeta& meta,
                                        const router::RouterPolicy& policy, const Budget& budget,
                                        const edge::IntentPrediction* prediction) {
+  const ClientKey* key = exchange.client_key().get();
   RequestSources canned{chain::CannedSource("hengshi-human-handoff", policy.human_message),
                         chain::CannedSource("hengshi-safe-reply", policy.pii_safe_message),
-                        chain::CannedSource("hengshi-last-resort", config_.chain.last_resort.message)};
-  const ClientKey* key = exchange.client_key().get();
-  chain::SourceLookup lookup = [&](Source source) -> chain::AnswerSource* {
+                        chain::CannedSource("hengshi-last-resort", config_.chain.last_resort.message), key};
+  // Two pointers, not [&]: they fit std::function's inline buffer (three references allocated).
+  chain::SourceLookup lookup = [self = this, sources = &canned](Source source) -> chain::AnswerSource* {
     switch (source) {
-      case Source::edge_intent: return edge_intent_.get();
-      case Source::edge_intent_verified: return edge_intent_verified_.get();
-      case Source::edge_llm: return edge_llm_.get();
+      case Source::edge_intent: return self->edge_intent_.get();
+      case Source::edge_intent_verified: return self->edge_intent_verified_.get();
+      case Source::edge_llm: return self->edge_llm_.get();
       case Source::cloud_small:
       case Source::cloud_large: {
         // A pool the key may not use is not a source for this request.
-        if (key && !key->allows_pool(std::string(to_string(source)))) return nullptr;
-        auto it = clouds_.find(source);
-        return it == clouds_.end() ? nullptr : it->second.get();
+        if (sources->key && !sources->key->allows_pool(std::string(to_string(source)))) return nullptr;
+        auto it = self->clouds_.find(source);
+        return it == self->clouds_.end() ? nullptr : it->second.get();
       }
-      case Source::human_handoff: return &canned.human;
-      case Source::safe_reply: return &canned.safe;
-      case Source::last_resort_reply: return &canned.last_resort;
+      case Source::human_handoff: return &sources->human;
+      case Source::safe_reply: return &sources->safe;
+      case Source::last_resort_reply: return &sources->last_resort;
       case Source::cache: return nullptr;  // the chain's own stage, never looked up
     }
     return nullptr;
