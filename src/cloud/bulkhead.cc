@@ -62,6 +62,15 @@ UpstreamError Bulkhead::rejected(std::string why) {
   return error;
 }
 
+Bulkhead::Permit Bulkhead::try_acquire() {
+  const int limit = std::max(1, config_.max_concurrent);
+  std::lock_guard lock(mutex_);
+  if (in_use_ >= limit || !queue_.empty()) return Permit();
+  ++in_use_;
+  in_use_gauge_->inc();
+  return Permit(this);
+}
+
 awaitable<Result<Bulkhead::Permit, UpstreamError>> Bulkhead::acquire(Deadline deadline,
                                                                      CancelToken cancel) {
   if (cancel.cancelled()) {

@@ -69,6 +69,9 @@ class Bulkhead {
 
   // Must be awaited on the strand that owns `cancel`.
   awaitable<Result<Permit, UpstreamError>> acquire(Deadline deadline, CancelToken cancel);
+  // A permit at once when one is free and nobody queues, without a coroutine (the common case);
+  // else an empty one, and acquire() waits or refuses.
+  Permit try_acquire();
 
   int in_use() const;
   int queued() const;

@@ -251,23 +251,38 @@ CloudPool::Choice CloudPool::choose(const CallOptions& options) {
   return {-1, {}, overloaded_error()};
 }
 
+Result<CloudPool::Lease, UpstreamError> CloudPool::lease_for(Bulkhead::Permit permit, Deadline deadline,
+                                                             const CallOptions& options) {
+  if (deadline.passed()) return deadline_passed_error();
+  Choice choice = choose(options);
+  if (choice.index < 0) return std::move(*choice.error);
+  return Lease{std::move(permit), static_cast<std::size_t>(choice.index), choice.admission};
+}
+
+std::optional<Result<CloudPool::Lease, UpstreamError>> CloudPool::admit_now(Deadline deadline,
+                                                                            const CancelToken& cancel,
+                                                                            const CallOptions& options) {
+  if (cancel.cancelled()) return std::nullopt;  // admit() says why
+  Bulkhead::Permit permit = bulkhead_->try_acquire();
+  if (!permit.held()) return std::nullopt;
+  return lease_for(std::move(permit), deadline, options);
+}
+
 awaitable<Result<CloudPool::Lease, UpstreamError>> CloudPool::admit(Deadline deadline, CancelToken& cancel,
                                                                     const CallOptions& options) {
   auto permit = co_await bulkhead_->acquire(deadline, cancel);
   if (!permit) co_return permit.error();
-  if (deadline.passed()) co_return deadline_passed_error();
-  Choice choice = choose(options);
-  if (choice.index < 0) co_return std::move(*choice.error);
-  co_return Lease{std::move(*permit), static_cast<std::size_t>(choice.index), choice.admission};
+  co_return lease_for(std::move(*permit), deadline, options);
 }
 
 awaitable<std::optional<UpstreamError>> CloudPool::complete_into(const ForwardBody& request, Deadline deadline,
                                                                   CancelToken cancel, CallOptions options,
                                                                   UpstreamReply& reply) {
-  auto lease = co_await admit(deadline, cancel, options);
-  if (!lease) co_return lease.error();
-  UpstreamClient& member = *members_[lease->member];
-  Attempt attempt(*this, lease->member, lease->admission, /*stream=*/false);
+  auto lease = admit_now(deadline, cancel, options);
+  if (!lease) lease.emplace(co_await admit(deadline, cancel, options));
+  if (!*lease) co_return lease->error();
+  UpstreamClient& member = *members_[(*lease)->member];
+  Attempt attempt(*this, (*lease)->member, (*lease)->admission, /*stream=*/false);
   auto failed = co_await member.complete_into(request, deadline, std::move(cancel), reply);
   if (failed) {
     attempt.failed(*failed);
@@ -293,11 +308,12 @@ awaitable<Result<StreamSummary, UpstreamError>> CloudPool::stream(const ForwardB
                                                                   CancelToken cancel,
                                                                   ChunkSink sink,
                                                                   CallOptions options) {
-  auto lease = co_await admit(deadline, cancel, options);
-  if (!lease) co_return lease.error();
-  UpstreamClient& member = *members_[lease->member];
-  Attempt attempt(*this, lease->member, lease->admission, /*stream=*/true);
-  if (options.on_chosen) options.on_chosen(breakers_[lease->member]->stream_flaky(Clock::now()));
+  auto lease = admit_now(deadline, cancel, options);
+  if (!lease) lease.emplace(co_await admit(deadline, cancel, options));
+  if (!*lease) co_return lease->error();
+  UpstreamClient& member = *members_[(*lease)->member];
+  Attempt attempt(*this, (*lease)->member, (*lease)->admission, /*stream=*/true);
+  if (options.on_chosen) options.on_chosen(breakers_[(*lease)->member]->stream_flaky(Clock::now()));
   auto result = co_await member.stream(request, deadline, std::move(cancel), std::move(sink));
   if (result) {
     attempt.succeeded();

@@ -121,7 +121,12 @@ class CloudPool {
 
   explicit CloudPool(PoolConfig config) : config_(std::move(config)) {}
   // Every call's way in: the all-open check, the bulkhead, the deadline, the member choice.
+  // admit_now() when the bulkhead has room at once (no coroutine frame; nullopt otherwise), else
+  // admit(), which may wait in the bulkhead's queue.
+  std::optional<Result<Lease, UpstreamError>> admit_now(Deadline deadline, const CancelToken& cancel,
+                                                        const CallOptions& options);
   awaitable<Result<Lease, UpstreamError>> admit(Deadline deadline, CancelToken& cancel, const CallOptions& options);
+  Result<Lease, UpstreamError> lease_for(Bulkhead::Permit permit, Deadline deadline, const CallOptions& options);
   Choice choose(const CallOptions& options);
   // The members' breakers allowing calls now; updates the open-share gauge and the panic log.
   bool update_panic(Clock::time_point now, std::vector<MemberSignal>* signals);

@@ -121,6 +121,37 @@ TEST_F(BulkheadTest, HoldsTheLimitAndServesTheQueueInOrder) {
   EXPECT_EQ(rejected_total(), 0.0);
 }
 
+// The pool's fast path: a permit without a coroutine only while one is free and nobody waits,
+// so it never jumps the queue; the permits count against the same limit as acquire()'s.
+TEST_F(BulkheadTest, TryAcquireTakesAFreePermitButNeverJumpsTheQueue) {
+  auto& bulkhead = make(limits(2, 3));
+  Bulkhead::Permit first = bulkhead.try_acquire();
+  EXPECT_TRUE(first.held());
+  EXPECT_EQ(bulkhead.in_use(), 1);
+  EXPECT_EQ(metric("hengshi_bulkhead_in_use"), 1.0);
+  auto& second = caller();
+  start(second);
+  ASSERT_TRUE(second.permit.has_value());
+  EXPECT_FALSE(bulkhead.try_acquire().held()) << "both permits are held";
+  auto& waiting = caller();
+  start(waiting);
+  EXPECT_FALSE(waiting.done());
+  EXPECT_EQ(bulkhead.queued(), 1);
+
+  first.reset();  // the freed permit goes to the waiter, not to a try_acquire() after it
+  poll();
+  EXPECT_TRUE(waiting.permit.has_value());
+  EXPECT_FALSE(bulkhead.try_acquire().held());
+  release(second);
+  Bulkhead::Permit again = bulkhead.try_acquire();
+  EXPECT_TRUE(again.held());
+  EXPECT_EQ(bulkhead.in_use(), 2);
+  again.reset();
+  release(waiting);
+  EXPECT_EQ(bulkhead.in_use(), 0);
+  EXPECT_EQ(metric("hengshi_bulkhead_in_use"), 0.0);
+}
+
 TEST_F(BulkheadTest, FullQueueFailsAtOnceAsOverloaded) {
   auto& bulkhead = make(limits(1, 1));
   Caller& holder = caller();
