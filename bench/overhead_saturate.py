@@ -20,7 +20,7 @@ before/after reads as a ratio from one run on one machine.
 (valgrind) and the instructions it executes per proxied request, and per streamed request,
 over SECONDS of c=4 load are printed (beside --compare's binary), with the top functions by
 inclusive count. Times on this
-shared machine swing 20-30% between runs; the count moves by under 0.5%, so a cut of a few
+shared machine swing 20-30% between runs; the count moves by under 1%, so a cut of a few
 percent in the gateway's own code shows (the kernel's share does not: use the timed runs).
 With --check it fails when the count rose more than 5% above bench/baseline.json's
 (--record writes it); its last line is the count.
