@@ -37,11 +37,15 @@ ChildProcess start_sim(const std::string& listen = "127.0.0.1:0") {
       {binary_path("tools/sim/hengshi-sim"), "--listen", listen, "--name", "probe-sim"});
 }
 
-// A loopback port nothing listens on: bound, read, released.
+// A loopback port nothing listens on: bound but never listening, so connections are refused,
+// and held for the whole test run, so no other test's server (ctest -j2) can take it meanwhile.
 int closed_port() {
-  asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
+  static asio::io_context io;
+  static std::vector<std::unique_ptr<tcp::socket>> held;
+  auto& socket = *held.emplace_back(std::make_unique<tcp::socket>(io));
+  socket.open(tcp::v4());
+  socket.bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return socket.local_endpoint().port();
 }
 
 std::string base_url(int port) { return "http://127.0.0.1:" + std::to_string(port) + "/v1"; }

@@ -324,11 +324,12 @@ TEST_F(UpstreamClientTest, FreshConnectionLostBeforeTheResponseIsClosedEarly) {
 }
 
 TEST_F(UpstreamClientTest, ConnectRefused) {
-  unsigned short port = 0;
-  {
-    tcp::acceptor probe(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    port = probe.local_endpoint().port();
-  }
+  // A port bound but never listening refuses connections, and stays ours for the whole test: a
+  // port probed and closed could be taken meanwhile by another test's server (ctest -j2).
+  tcp::socket held(ioc_);
+  held.open(tcp::v4());
+  held.bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const unsigned short port = held.local_endpoint().port();
   auto c = client(member("http://127.0.0.1:" + std::to_string(port) + "/v1", "refused"));
   auto error = expect_error(run([&] { return complete(*c); }));
   EXPECT_EQ(error.kind, UpstreamErrorKind::connect_failed) << error.message;
