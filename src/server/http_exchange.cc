@@ -9,16 +9,28 @@
 
 namespace hengshi::server {
 
+namespace {
+
+void append_number(std::string& out, std::size_t value) {
+  std::array<char, 24> digits{};
+  out.append(digits.data(), std::to_chars(digits.data(), digits.data() + digits.size(), value).ptr);
+}
+
+// "HTTP/1.1 200 OK\r\n", as Beast's serializer writes it.
+void append_status_line(std::string& head, unsigned version, unsigned status, beast::string_view reason) {
+  head += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  append_number(head, status);
+  head += ' ';
+  head.append(reason.data(), reason.size());
+  head += "\r\n";
+}
+
+}  // namespace
+
 std::string response_head(const Response& response, std::string_view extra_lines) {
   std::string head;
   head.reserve(256);
-  head += response.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  std::array<char, 8> code{};
-  head.append(code.data(), std::to_chars(code.data(), code.data() + code.size(), response.result_int()).ptr);
-  head += ' ';
-  const auto reason = response.reason();
-  head.append(reason.data(), reason.size());
-  head += "\r\n";
+  append_status_line(head, response.version(), response.result_int(), response.reason());
   for (const auto& field : response) {  // as Beast writes them: "Name: value\r\n"
     const auto name = field.name_string();
     const auto value = field.value();
@@ -36,20 +48,15 @@ std::string text_response_head(unsigned version, http::status status, std::strin
                                std::size_t content_length, bool keep_alive, std::string_view extra_lines) {
   std::string head;
   head.reserve(160 + extra_lines.size());
-  head += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
-  std::array<char, 24> digits{};
-  head.append(digits.data(), std::to_chars(digits.data(), digits.data() + digits.size(), static_cast<unsigned>(status)).ptr);
-  head += ' ';
-  const auto reason = http::obsolete_reason(status);
-  head.append(reason.data(), reason.size());
-  head += "\r\nContent-Type: ";
+  append_status_line(head, version, static_cast<unsigned>(status), http::obsolete_reason(status));
+  head += "Content-Type: ";
   head.append(content_type);
   head += "\r\n";
   // Beast's keep_alive(): a Connection field only where the version's default differs.
   if (version == 10 && keep_alive) head += "Connection: keep-alive\r\n";
   if (version != 10 && !keep_alive) head += "Connection: close\r\n";
   head += "Server: hengshi\r\nContent-Length: ";
-  head.append(digits.data(), std::to_chars(digits.data(), digits.data() + digits.size(), content_length).ptr);
+  append_number(head, content_length);
   head += "\r\n";
   head.append(extra_lines);
   head += "\r\n";
@@ -67,42 +74,41 @@ bool HttpExchange::after_write(const beast::error_code& ec) {
   return !ec;
 }
 
-awaitable<bool> HttpExchange::send(Response response, std::string extra_head_lines) {
+void HttpExchange::begin_response(int status) {
   response_started_ = true;
-  status_ = static_cast<int>(response.result_int());
+  status_ = status;
   keep_alive_ = keep_alive_ && request_.keep_alive();
-  response.version(request_.version());
-  response.keep_alive(keep_alive_);
-  response.set(http::field::server, "hengshi");
-  response.prepare_payload();
-  beast::error_code ec;
-  unwatch_client();
-  before_write();
-  // prepare_payload() gave the string body a Content-Length (never chunked). The head is written
-  // by hand and the body beside it in one gather write: Beast's serializer walks views of views
-  // of buffers (cat, prefix, suffix) for every write, a few thousand instructions a response.
-  std::string head = response_head(response, extra_head_lines);
-  std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(response.body())};
-  const std::size_t n =
-      co_await asio::async_write(stream_, buffers, asio::redirect_error(use_awaitable, ec));
-  bytes_sent_ += n;
-  co_return after_write(ec);
 }
 
-awaitable<bool> HttpExchange::send_text(http::status status, std::string_view content_type, std::string body,
-                                        std::string extra_head_lines) {
-  response_started_ = true;
-  status_ = static_cast<int>(status);
-  keep_alive_ = keep_alive_ && request_.keep_alive();
+awaitable<bool> HttpExchange::write_whole(std::string head, std::string body) {
   beast::error_code ec;
   unwatch_client();
   before_write();
-  const std::string head =
-      text_response_head(request_.version(), status, content_type, body.size(), keep_alive_, extra_head_lines);
   std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
   const std::size_t n = co_await asio::async_write(stream_, buffers, asio::redirect_error(use_awaitable, ec));
   bytes_sent_ += n;
   co_return after_write(ec);
+}
+
+awaitable<bool> HttpExchange::send(Response response, std::string extra_head_lines) {
+  begin_response(static_cast<int>(response.result_int()));
+  response.version(request_.version());
+  response.keep_alive(keep_alive_);
+  response.set(http::field::server, "hengshi");
+  response.prepare_payload();
+  // prepare_payload() gave the string body a Content-Length (never chunked). The head is written
+  // by hand and the body beside it in one gather write: Beast's serializer walks views of views
+  // of buffers (cat, prefix, suffix) for every write, a few thousand instructions a response.
+  std::string head = response_head(response, extra_head_lines);
+  return write_whole(std::move(head), std::move(response.body()));
+}
+
+awaitable<bool> HttpExchange::send_text(http::status status, std::string_view content_type, std::string body,
+                                        std::string extra_head_lines) {
+  begin_response(static_cast<int>(status));
+  std::string head =
+      text_response_head(request_.version(), status, content_type, body.size(), keep_alive_, extra_head_lines);
+  return write_whole(std::move(head), std::move(body));
 }
 
 awaitable<bool> HttpExchange::send_json(http::status status, std::string body) {
@@ -113,10 +119,8 @@ awaitable<bool> HttpExchange::send_json(http::status status, std::string body) {
 }
 
 awaitable<bool> HttpExchange::start_stream(http::response<http::empty_body> head) {
-  response_started_ = true;
+  begin_response(static_cast<int>(head.result_int()));
   streaming_ = true;
-  status_ = static_cast<int>(head.result_int());
-  keep_alive_ = keep_alive_ && request_.keep_alive();
   head.version(request_.version());
   head.keep_alive(keep_alive_);
   head.set(http::field::server, "hengshi");

@@ -121,6 +121,11 @@ class HttpExchange {
   void set_client_key(std::shared_ptr<const ClientKey> key) { client_key_ = std::move(key); }
 
  private:
+  // The response's status is `status`; it keeps the connection only if the request allows.
+  void begin_response(int status);
+  // A whole response: its head and body in one gather write, after which the client watch ends.
+  // The strings are the coroutine's own (send() and send_text() are plain functions returning it).
+  awaitable<bool> write_whole(std::string head, std::string body);
   // Arms the write timeout for the next write; records a failed write as the client leaving.
   void before_write();
   void unwatch_client() {
