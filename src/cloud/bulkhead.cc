@@ -62,13 +62,16 @@ UpstreamError Bulkhead::rejected(std::string why) {
   return error;
 }
 
-Bulkhead::Permit Bulkhead::try_acquire() {
-  const int limit = std::max(1, config_.max_concurrent);
-  std::lock_guard lock(mutex_);
-  if (in_use_ >= limit || !queue_.empty()) return Permit();
+bool Bulkhead::take_free_locked(int limit) {
+  if (in_use_ >= limit || !queue_.empty()) return false;
   ++in_use_;
   in_use_gauge_->inc();
-  return Permit(this);
+  return true;
+}
+
+Bulkhead::Permit Bulkhead::try_acquire() {
+  std::lock_guard lock(mutex_);
+  return take_free_locked(std::max(1, config_.max_concurrent)) ? Permit(this) : Permit();
 }
 
 awaitable<Result<Bulkhead::Permit, UpstreamError>> Bulkhead::acquire(Deadline deadline,
@@ -88,11 +91,7 @@ awaitable<Result<Bulkhead::Permit, UpstreamError>> Bulkhead::acquire(Deadline de
   std::shared_ptr<Waiter> waiter;
   {
     std::lock_guard lock(mutex_);
-    if (in_use_ < limit && queue_.empty()) {
-      ++in_use_;
-      in_use_gauge_->inc();
-      co_return Permit(this);
-    }
+    if (take_free_locked(limit)) co_return Permit(this);
     if (queue_.size() >= max_queue) {
       co_return rejected("queue full (" + std::to_string(max_queue) + " waiting, " +
                          std::to_string(limit) + " in use)");

@@ -80,6 +80,8 @@ class Bulkhead {
  private:
   struct Waiter;
 
+  // Under mutex_: takes a permit when one of `limit` is free and nobody queues.
+  bool take_free_locked(int limit);
   void release();
   UpstreamError rejected(std::string why);
 
