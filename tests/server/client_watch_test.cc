@@ -8,7 +8,6 @@
 #include <memory>
 #include <vector>
 
-#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
@@ -40,118 +39,96 @@ struct Watched {
   std::shared_ptr<ClientWatch> watch;
 };
 
-TEST(ClientWatchTest, ArmedAfterTheDelayItSeesTheClientLeave) {
-  asio::io_context io;
-  SocketPair sockets(io);
-  Watched watched(sockets);
-  ClientWatchArming arming(io, std::chrono::milliseconds(1));
-  ASSERT_TRUE(watched.watch->want());
-  arming.add(watched.watch);
-  sockets.client.close();
-  io.run();
-  EXPECT_TRUE(watched.cancelled);
+// One client and its watch, an arming with a 1 ms delay; tests run io_ until it has no work.
+class ClientWatchTest : public ::testing::Test {
+ protected:
+  // The handler is about to wait: the watch is wanted (the first time) and queued.
+  void ask(Watched& watched) {
+    ASSERT_TRUE(watched.watch->want());
+    arming_.add(watched.watch);
+  }
+
+  asio::io_context io_;
+  SocketPair sockets_{io_};
+  Watched watched_{sockets_};
+  ClientWatchArming arming_{io_, std::chrono::milliseconds(1)};
+};
+
+TEST_F(ClientWatchTest, ArmedAfterTheDelayItSeesTheClientLeave) {
+  ask(watched_);
+  sockets_.client.close();
+  io_.run();
+  EXPECT_TRUE(watched_.cancelled);
 }
 
-TEST(ClientWatchTest, APipelinedRequestEndsTheWatchWithoutCancelling) {
-  asio::io_context io;
-  SocketPair sockets(io);
-  Watched watched(sockets);
-  ClientWatchArming arming(io, std::chrono::milliseconds(1));
-  ASSERT_TRUE(watched.watch->want());
-  arming.add(watched.watch);
-  asio::write(sockets.client, asio::buffer(std::string_view("POST /")));
-  io.run();  // the peek completes with the byte; nothing else is pending
-  EXPECT_FALSE(watched.cancelled);
+TEST_F(ClientWatchTest, APipelinedRequestEndsTheWatchWithoutCancelling) {
+  ask(watched_);
+  asio::write(sockets_.client, asio::buffer(std::string_view("POST /")));
+  io_.run();  // the peek completes with the byte; nothing else is pending
+  EXPECT_FALSE(watched_.cancelled);
   char byte = 0;
-  EXPECT_EQ(sockets.server.read_some(asio::buffer(&byte, 1)), 1u) << "the peek must leave the bytes";
+  EXPECT_EQ(sockets_.server.read_some(asio::buffer(&byte, 1)), 1u) << "the peek must leave the bytes";
   EXPECT_EQ(byte, 'P');
 }
 
-TEST(ClientWatchTest, IsWantedOnceAndNotAfterItEnded) {
-  asio::io_context io;
-  SocketPair sockets(io);
-  Watched first(sockets);
-  EXPECT_TRUE(first.watch->want());
-  EXPECT_FALSE(first.watch->want());
-  Watched second(sockets);
+TEST_F(ClientWatchTest, IsWantedOnceAndNotAfterItEnded) {
+  EXPECT_TRUE(watched_.watch->want());
+  EXPECT_FALSE(watched_.watch->want());
+  Watched second(sockets_);
   second.watch->end();
   EXPECT_FALSE(second.watch->want());
 }
 
-TEST(ClientWatchTest, AWatchThatEndedBeforeTheDelayIsNeverArmed) {
-  asio::io_context io;
-  SocketPair sockets(io);
-  Watched watched(sockets);
-  ClientWatchArming arming(io, std::chrono::milliseconds(1));
-  ASSERT_TRUE(watched.watch->want());
-  arming.add(watched.watch);
-  watched.watch->end();  // the answer went out within the delay
-  sockets.client.close();
-  io.run();  // returns once the tick dropped the watch: no receive was started
-  EXPECT_FALSE(watched.cancelled);
+TEST_F(ClientWatchTest, AWatchThatEndedBeforeTheDelayIsNeverArmed) {
+  ask(watched_);
+  watched_.watch->end();  // the answer went out within the delay
+  sockets_.client.close();
+  io_.run();  // returns once the tick dropped the watch: no receive was started
+  EXPECT_FALSE(watched_.cancelled);
 }
 
-TEST(ClientWatchTest, AWatchWhoseConnectionEndedIsNeverArmed) {
-  asio::io_context io;
-  SocketPair sockets(io);
-  Watched watched(sockets);
-  ClientWatchArming arming(io, std::chrono::milliseconds(1));
-  ASSERT_TRUE(watched.watch->want());
-  arming.add(watched.watch);
-  watched.connection.reset();
-  sockets.client.close();
-  io.run();
-  EXPECT_FALSE(watched.cancelled);
+TEST_F(ClientWatchTest, AWatchWhoseConnectionEndedIsNeverArmed) {
+  ask(watched_);
+  watched_.connection.reset();
+  sockets_.client.close();
+  io_.run();
+  EXPECT_FALSE(watched_.cancelled);
 }
 
-TEST(ClientWatchTest, StoppedArmingDropsItsWatches) {
-  asio::io_context io;
-  SocketPair sockets(io);
-  Watched watched(sockets);
-  ClientWatchArming arming(io, std::chrono::milliseconds(1));
-  ASSERT_TRUE(watched.watch->want());
-  arming.add(watched.watch);
-  arming.stop();
-  sockets.client.close();
-  io.run();
-  EXPECT_FALSE(watched.cancelled);
+TEST_F(ClientWatchTest, StoppedArmingDropsItsWatches) {
+  ask(watched_);
+  arming_.stop();
+  sockets_.client.close();
+  io_.run();
+  EXPECT_FALSE(watched_.cancelled);
 }
 
-TEST(ClientWatchTest, AWatchAddedAfterTheTimerWentIdleIsArmedToo) {
-  asio::io_context io;
-  SocketPair first_sockets(io);
-  SocketPair second_sockets(io);
-  Watched first(first_sockets);
+TEST_F(ClientWatchTest, AWatchAddedAfterTheTimerWentIdleIsArmedToo) {
+  SocketPair second_sockets(io_);
   Watched second(second_sockets);
-  ClientWatchArming arming(io, std::chrono::milliseconds(1));
   // The second asks once the first was armed and saw its client leave: by then the arming had
   // nothing pending and its timer had stopped.
-  auto registration = first.token.on_cancel([&] {
-    ASSERT_TRUE(second.watch->want());
-    arming.add(second.watch);
+  auto registration = watched_.token.on_cancel([&] {
+    ask(second);
     second_sockets.client.close();
   });
-  ASSERT_TRUE(first.watch->want());
-  arming.add(first.watch);
-  first_sockets.client.close();
-  io.run();
-  EXPECT_TRUE(first.cancelled);
+  ask(watched_);
+  sockets_.client.close();
+  io_.run();
+  EXPECT_TRUE(watched_.cancelled);
   EXPECT_TRUE(second.cancelled);
 }
 
-TEST(ClientWatchTest, ManyWatchesAddedAtOnceAreAllArmed) {
-  asio::io_context io;
+TEST_F(ClientWatchTest, ManyWatchesAddedAtOnceAreAllArmed) {
   std::vector<std::unique_ptr<SocketPair>> sockets;
   std::vector<std::unique_ptr<Watched>> watched;
-  ClientWatchArming arming(io, std::chrono::milliseconds(1));
   for (int i = 0; i < 8; ++i) {
-    sockets.push_back(std::make_unique<SocketPair>(io));
+    sockets.push_back(std::make_unique<SocketPair>(io_));
     watched.push_back(std::make_unique<Watched>(*sockets.back()));
-    ASSERT_TRUE(watched.back()->watch->want());
-    arming.add(watched.back()->watch);
+    ask(*watched.back());
     sockets.back()->client.close();
   }
-  io.run();
+  io_.run();
   for (const auto& each : watched) EXPECT_TRUE(each->cancelled);
 }
 
