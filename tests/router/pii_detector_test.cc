@@ -181,6 +181,28 @@ TEST(PiiDetectorTest, FindsANumberAtEveryOffsetOfTheWordScan) {
               ElementsAre(PiiMatch{"mobile_cn", 8, full_width_one.size() + 10}));
 }
 
+// Strings without a digit, an '@' or a non-ASCII byte skip the built-in kinds after one pass over
+// their words: whatever sits at any offset of that pass (a digit, '@', a full-width digit or at
+// sign, the bytes just beside '0'-'9' and '@') is still seen, and custom patterns still run.
+TEST(PiiDetectorTest, TheQuickPassSeesEveryKindAtEveryOffset) {
+  const PiiDetector pii = detector({true, {{"ticket", "TICKET-[A-Z]{4}"}}});
+  const std::string full_width_one = "\xEF\xBC\x91";  // １
+  const std::string full_width_at = "\xEF\xBC\xA0";   // ＠
+  for (std::size_t at = 0; at <= 17; ++at) {
+    const std::string pad(at, '?');  // '?' sits just below '@'; ':' just above the digits
+    EXPECT_THAT(pii.find(pad + " 13812345678"), ElementsAre(PiiMatch{"mobile_cn", at + 1, 11})) << at;
+    EXPECT_THAT(pii.find(pad + " " + full_width_one + "3812345678"),
+                ElementsAre(PiiMatch{"mobile_cn", at + 1, full_width_one.size() + 10}))
+        << at;
+    EXPECT_THAT(pii.find(pad + " a@b.co :"), ElementsAre(PiiMatch{"email", at + 1, 6})) << at;
+    EXPECT_THAT(pii.find(pad + " zhang" + full_width_at + "example.com"),
+                ElementsAre(PiiMatch{"email", at + 1, 5 + full_width_at.size() + 11}))
+        << at;
+    EXPECT_THAT(pii.find(pad + " TICKET-ABCD"), ElementsAre(PiiMatch{"custom:ticket", at + 1, 11})) << at;
+    expect_none(pii, pad + " plain words:/ ?A[`{ only");
+  }
+}
+
 TEST(PiiDetectorTest, MobileNearMisses) {
   const PiiDetector pii = detector();
   expect_none(pii, "138123456789");                // 12 digits
