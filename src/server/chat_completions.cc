@@ -5,6 +5,8 @@
 #include <charconv>
 #include <random>
 
+#include <boost/beast/core/string.hpp>
+
 #include "core/json_text.h"
 #include "edge/intent_dataset.h"
 #include "edge/intent_engine.h"
@@ -32,9 +34,8 @@ bool is_json_content_type(std::string_view value) {
   auto semicolon = value.find(';');
   std::string_view media = value.substr(0, semicolon);
   while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
-  std::string lowered(media);
-  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lowered == "application/json";
+  // In place: a lowered copy was an allocation ("application/json" outgrows the inline buffer).
+  return boost::beast::iequals(boost::beast::string_view(media.data(), media.size()), "application/json");
 }
 
 // Whether the plan's first step answers without a cloud call or a queue (the intent engine, a

@@ -40,6 +40,13 @@ TEST_F(GatewayBadInputTest, WrongContentTypeIs415) {
   HttpRequest with_charset{"POST", "/v1/chat/completions", user_message("cloud-small", "hi"),
                            "application/json; charset=utf-8", {}};
   EXPECT_EQ(http_call(gateway_->host(), gateway_->port(), with_charset).status, 200);
+  // Media types compare without case (RFC 9110 8.3.1); a longer or shorter name is another type.
+  HttpRequest upper{"POST", "/v1/chat/completions", user_message("cloud-small", "hi"), "Application/JSON ; q=1", {}};
+  EXPECT_EQ(http_call(gateway_->host(), gateway_->port(), upper).status, 200);
+  for (const char* other : {"application/jsonx", "application/jso", "application/json-seq"}) {
+    HttpRequest near{"POST", "/v1/chat/completions", user_message("cloud-small", "hi"), other, {}};
+    expect_error(http_call(gateway_->host(), gateway_->port(), near), 415, "unsupported_media_type");
+  }
 }
 
 TEST_F(GatewayBadInputTest, UnknownPathIs404AndWrongMethodIs405) {
