@@ -125,18 +125,66 @@ Result<std::int64_t, ApiError> check_deadline_ms(std::int64_t value, const std::
 
 namespace {
 
-// A number field within [low, high], or absent/null.
-Result<std::optional<double>, ApiError> bounded_number(const json& doc, std::string_view key, double low,
+// A number field within [low, high], or absent (nullptr) / null.
+Result<std::optional<double>, ApiError> bounded_number(const json* field, std::string_view key, double low,
                                                        double high) {
-  auto it = doc.find(key);
-  if (it == doc.end() || it->is_null()) return std::optional<double>();
-  if (!it->is_number()) return bad("invalid_type", std::string(key) + " must be a number", std::string(key));
-  const double value = it->get<double>();
+  if (field == nullptr || field->is_null()) return std::optional<double>();
+  if (!field->is_number()) return bad("invalid_type", std::string(key) + " must be a number", std::string(key));
+  const double value = field->get<double>();
   if (!(value >= low && value <= high)) {
     return bad("invalid_value",
                std::string(key) + " must be between " + dump_text(low) + " and " + dump_text(high), std::string(key));
   }
   return std::optional<double>(value);
+}
+
+// The top-level members parse_chat_request reads, found in one walk over the body's members: a
+// find() per field walked the key map, comparing strings at each node, a dozen times a request.
+struct TopFields {
+  const json* model = nullptr;
+  const json* messages = nullptr;
+  const json* stream = nullptr;
+  const json* stream_options = nullptr;
+  const json* max_tokens = nullptr;
+  const json* max_completion_tokens = nullptr;
+  const json* temperature = nullptr;
+  const json* top_p = nullptr;
+  const json* seed = nullptr;
+  const json* response_format = nullptr;
+  const json* stop = nullptr;
+  json::object_t::iterator hengshi;  // end() when absent
+};
+
+TopFields top_fields(json::object_t& members) {
+  static constexpr std::pair<std::string_view, const json* TopFields::*> kNamed[] = {
+      {"model"sv, &TopFields::model},
+      {"messages"sv, &TopFields::messages},
+      {"stream"sv, &TopFields::stream},
+      {"stream_options"sv, &TopFields::stream_options},
+      {"max_tokens"sv, &TopFields::max_tokens},
+      {"max_completion_tokens"sv, &TopFields::max_completion_tokens},
+      {"temperature"sv, &TopFields::temperature},
+      {"top_p"sv, &TopFields::top_p},
+      {"seed"sv, &TopFields::seed},
+      {"response_format"sv, &TopFields::response_format},
+      {"stop"sv, &TopFields::stop},
+  };
+  TopFields fields;
+  fields.hengshi = members.end();
+  for (auto it = members.begin(); it != members.end(); ++it) {
+    const std::string_view name = it->first;
+    if (name == "hengshi"sv) {
+      fields.hengshi = it;
+      continue;
+    }
+    for (const auto& [known, field] : kNamed) {
+      if (name == known) {
+        fields.*field = &it->second;
+        break;
+      }
+    }
+  }
+  return fields;
 }
 
 }  // namespace
@@ -159,18 +207,14 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
   json& doc = *fast;
   if (!doc.is_object()) return bad("invalid_type", "request body must be a JSON object", "");
 
-  // Each top-level field is looked up once (a lookup walks the key map comparing strings).
-  const auto field = [&doc](std::string_view key) -> const json* {
-    const auto it = doc.find(key);
-    return it == doc.end() ? nullptr : &*it;
-  };
+  const TopFields top = top_fields(doc.get_ref<json::object_t&>());
   ChatRequest req;
-  if (const json* model = field("model"sv)) {
+  if (const json* model = top.model) {
     if (!model->is_string()) return bad("invalid_type", "model must be a string", "model");
     req.model = model->get<std::string>();
   }
 
-  const json* messages_field = field("messages"sv);
+  const json* messages_field = top.messages;
   if (messages_field == nullptr) {
     return bad("missing_required_parameter", "messages is required", "messages");
   }
@@ -207,11 +251,11 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     req.messages.push_back({std::move(role), std::move(*text)});
   }
 
-  if (const json* stream = field("stream"sv)) {
+  if (const json* stream = top.stream) {
     if (!stream->is_boolean()) return bad("invalid_type", "stream must be a boolean", "stream");
     req.stream = stream->get<bool>();
   }
-  if (const json* opts = field("stream_options"sv); opts != nullptr && !opts->is_null()) {
+  if (const json* opts = top.stream_options; opts != nullptr && !opts->is_null()) {
     if (!opts->is_object()) {
       return bad("invalid_type", "stream_options must be an object", "stream_options");
     }
@@ -223,25 +267,26 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
       req.include_usage = include->get<bool>();
     }
   }
-  for (std::string_view key : {"max_tokens"sv, "max_completion_tokens"sv}) {
-    if (const json* value = field(key); value != nullptr && !value->is_null()) {
+  for (const auto& [key, value] : {std::pair{"max_tokens"sv, top.max_tokens},
+                                   std::pair{"max_completion_tokens"sv, top.max_completion_tokens}}) {
+    if (value != nullptr && !value->is_null()) {
       if (!value->is_number_integer() || value->get<std::int64_t>() <= 0) {
         return bad("invalid_value", std::string(key) + " must be a positive integer", std::string(key));
       }
       req.max_tokens = value->get<std::int64_t>();
     }
   }
-  auto temperature = bounded_number(doc, "temperature", 0.0, 2.0);
+  auto temperature = bounded_number(top.temperature, "temperature", 0.0, 2.0);
   if (!temperature) return temperature.error();
   req.temperature = *temperature;
-  auto top_p = bounded_number(doc, "top_p", 0.0, 1.0);
+  auto top_p = bounded_number(top.top_p, "top_p", 0.0, 1.0);
   if (!top_p) return top_p.error();
   req.top_p = *top_p;
-  if (auto it = doc.find("seed"sv); it != doc.end() && !it->is_null()) {
+  if (const json* it = top.seed; it != nullptr && !it->is_null()) {
     if (!it->is_number_integer()) return bad("invalid_type", "seed must be an integer", "seed");
     req.seed = it->get<std::int64_t>();
   }
-  if (auto it = doc.find("response_format"sv); it != doc.end() && !it->is_null()) {
+  if (const json* it = top.response_format; it != nullptr && !it->is_null()) {
     if (!it->is_object()) return bad("invalid_type", "response_format must be an object", "response_format");
     auto type = it->find("type"sv);
     if (type == it->end() || !type->is_string()) {
@@ -249,7 +294,7 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     }
     req.response_format = type->get<std::string>();
   }
-  if (const json* stop_field = field("stop"sv); stop_field != nullptr && !stop_field->is_null()) {
+  if (const json* stop_field = top.stop; stop_field != nullptr && !stop_field->is_null()) {
     const json& stop = *stop_field;
     if (stop.is_string()) {
       req.stop.push_back(stop.get<std::string>());
@@ -262,11 +307,11 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
       return bad("invalid_type", "stop must be a string or array of strings", "stop");
     }
   }
-  if (const auto hengshi = doc.find("hengshi"sv); hengshi != doc.end()) {
-    auto ext = parse_extension(*hengshi);
+  if (top.hengshi != doc.get_ref<json::object_t&>().end()) {
+    auto ext = parse_extension(top.hengshi->second);
     if (!ext) return ext.error();
     req.hengshi = std::move(*ext);
-    doc.erase(hengshi);
+    doc.get_ref<json::object_t&>().erase(top.hengshi);
   }
   req.body = std::move(doc);
   if (!beyond.repeated_names && !beyond.nested_doubles) {
