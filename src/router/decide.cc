@@ -1,6 +1,7 @@
 #include "router/decide.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <boost/container/small_vector.hpp>
@@ -90,16 +91,48 @@ void read_content_parts(const json& content, RouteInput& input) {
   if (text_parts >= 2) input.derived_strings.push_back(std::move(joined));
 }
 
-// Top-level fields that carry media rather than text. "audio" is also the output-audio request
-// ({voice, format}), which carries nothing of the caller's; anything more in it is treated as
-// media.
-void read_top_level_media(const json& body, RouteInput& input) {
-  for (std::string_view key :
-       {"input_audio"sv, "image_url"sv, "input_image"sv, "file"sv, "input_file"sv, "image"sv}) {
-    if (const auto it = body.find(key); it != body.end() && !it->is_null())
-      add_non_text(input, std::string(key));
+// Top-level fields that carry media rather than text, in the order their kinds are reported.
+constexpr std::array<std::string_view, 6> kMediaFields = {"input_audio"sv, "image_url"sv, "input_image"sv,
+                                                          "file"sv,        "input_file"sv, "image"sv};
+
+// The body's members the router reads, found in one walk over them: a find() per name walked the
+// key map, comparing strings at each node, a dozen times a request.
+struct BodyFields {
+  const json* messages = nullptr;
+  const json* prediction = nullptr;
+  const json* audio = nullptr;
+  std::array<const json*, kMediaFields.size()> media{};
+  bool has_tools = false;  // a non-empty "tools" or "functions" array
+};
+
+BodyFields body_fields(const json& body) {
+  BodyFields fields;
+  if (!body.is_object()) return fields;
+  for (const auto& [name, value] : body.get_ref<const json::object_t&>()) {
+    if (name == "messages"sv) {
+      fields.messages = &value;
+    } else if (name == "prediction"sv) {
+      fields.prediction = &value;
+    } else if (name == "audio"sv) {
+      fields.audio = &value;
+    } else if (name == "tools"sv || name == "functions"sv) {
+      fields.has_tools = fields.has_tools || (value.is_array() && !value.empty());
+    } else {
+      for (std::size_t i = 0; i < kMediaFields.size(); ++i) {
+        if (name == kMediaFields[i]) fields.media[i] = &value;
+      }
+    }
   }
-  if (const auto audio = body.find("audio"sv); audio != body.end() && !audio->is_null()) {
+  return fields;
+}
+
+// "audio" is also the output-audio request ({voice, format}), which carries nothing of the
+// caller's; anything more in it is treated as media.
+void read_top_level_media(const BodyFields& fields, RouteInput& input) {
+  for (std::size_t i = 0; i < kMediaFields.size(); ++i) {
+    if (fields.media[i] != nullptr && !fields.media[i]->is_null()) add_non_text(input, std::string(kMediaFields[i]));
+  }
+  if (const json* audio = fields.audio; audio != nullptr && !audio->is_null()) {
     bool settings_only = audio->is_object();
     if (settings_only) {
       for (const auto& [key, value] : audio->items()) {
@@ -114,12 +147,9 @@ void read_top_level_media(const json& body, RouteInput& input) {
 // flattened text joins with '\n'), sorted, so the scan reads those bytes once. Only strings
 // whose text demonstrably matches are listed: a ChatRequest not flattened from its body (built
 // by hand) just gets them scanned twice.
-std::vector<const json*> strings_in_texts(const ChatRequest& request) {
+std::vector<const json*> strings_in_texts(const ChatRequest& request, const json* messages) {
   std::vector<const json*> covered;
-  if (!request.body.is_object()) return covered;
-  const auto messages = request.body.find("messages"sv);
-  if (messages == request.body.end() || !messages->is_array() ||
-      messages->size() != request.messages.size()) {
+  if (messages == nullptr || !messages->is_array() || messages->size() != request.messages.size()) {
     return covered;
   }
   std::vector<const json*> parts;
@@ -234,34 +264,27 @@ RouteInput route_input(const ChatRequest& request, const Budget& budget) {
       request.max_tokens ? static_cast<int>(std::min<std::int64_t>(*request.max_tokens, 1 << 30)) : 0;
   input.wants_structured_output =
       request.response_format == "json_schema" || request.response_format == "json_object";
-  for (std::string_view key : {"tools"sv, "functions"sv}) {
-    if (auto it = request.body.find(key); it != request.body.end() && it->is_array() && !it->empty()) {
-      input.has_tools = true;
-    }
-  }
+  const BodyFields fields = body_fields(request.body);
+  input.has_tools = fields.has_tools;
 
   // The PII scan reads everything that would go upstream, not only the flattened messages: a
   // chat body's keys and values are a few dozen, grown one doubling at a time otherwise.
   input.forwarded_strings.reserve(32);
-  collect_forwarded_strings(request.body, strings_in_texts(request), input);
-  if (request.body.is_object()) {
-    if (const auto messages = request.body.find("messages"sv);
-        messages != request.body.end() && messages->is_array()) {
-      for (const json& message : *messages) {
-        if (!message.is_object()) continue;
-        if (const auto content = message.find("content"sv); content != message.end()) {
-          read_content_parts(*content, input);
-        }
-      }
-    }
-    if (const auto prediction = request.body.find("prediction"sv);
-        prediction != request.body.end() && prediction->is_object()) {
-      if (const auto content = prediction->find("content"); content != prediction->end()) {
+  collect_forwarded_strings(request.body, strings_in_texts(request, fields.messages), input);
+  if (const json* messages = fields.messages; messages != nullptr && messages->is_array()) {
+    for (const json& message : *messages) {
+      if (!message.is_object()) continue;
+      if (const auto content = message.find("content"sv); content != message.end()) {
         read_content_parts(*content, input);
       }
     }
-    read_top_level_media(request.body, input);
   }
+  if (const json* prediction = fields.prediction; prediction != nullptr && prediction->is_object()) {
+    if (const auto content = prediction->find("content"sv); content != prediction->end()) {
+      read_content_parts(*content, input);
+    }
+  }
+  read_top_level_media(fields, input);
   return input;
 }
 

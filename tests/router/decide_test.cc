@@ -532,10 +532,33 @@ TEST_F(DecideTest, MediaOutsideContentPartsIsNonText) {
   body["prediction"] = {{"type", "content"}, {"content", json::array({kImagePart})}};
   EXPECT_EQ(routed(parsed(body)).non_text_kinds, std::vector<std::string>{"image_url"});
 
+  // Every media field is read, in one fixed order whatever the body's; null ones are absent.
+  body = harmless_body();
+  for (const char* field : {"image", "input_file", "file", "input_image", "image_url", "input_audio"}) {
+    body[field] = {{"data", "x"}};
+  }
+  body["audio"] = {{"data", "UklGRg=="}};
+  body["image"] = nullptr;
+  EXPECT_EQ(routed(parsed(body)).non_text_kinds,
+            (std::vector<std::string>{"input_audio", "image_url", "input_image", "file", "input_file", "audio"}));
+
   // A caller's own type name never reaches the figures as such.
   const Decision decision = run(routed(parsed(with_part({{"type", "hologram"}}))));
   expect_route(decision, "refuse", "pii_uncheckable");
   EXPECT_EQ(decision.figures["non_text_parts"], json::array({"other"}));
+}
+
+TEST_F(DecideTest, ANonEmptyToolsOrFunctionsArrayMeansTools) {
+  json body = harmless_body();
+  EXPECT_FALSE(routed(parsed(body)).has_tools);
+  body["tools"] = json::array();
+  body["functions"] = json::array();
+  EXPECT_FALSE(routed(parsed(body)).has_tools);
+  body["functions"] = json::array({{{"name", "f"}}});
+  EXPECT_TRUE(routed(parsed(body)).has_tools);
+  body.erase("functions");
+  body["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  EXPECT_TRUE(routed(parsed(body)).has_tools);
 }
 
 TEST_F(DecideTest, RefusalPartsAreText) {
