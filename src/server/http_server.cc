@@ -9,6 +9,7 @@
 
 #include "core/api_error.h"
 #include "core/json_text.h"
+#include "core/parse_buffered.h"
 #include "server/server_metrics.h"
 
 namespace hengshi::server {
@@ -227,22 +228,6 @@ awaitable<void> HttpServer::reject_read_error(tcp::socket& stream, LazyDeadline&
   if (answer) {
     std::string body = answer->second.body();
     co_await reject_early(stream, deadline, parser, answer->first, std::move(body));
-  }
-}
-
-// Feeds what the buffer holds to the parser without waiting for the network: on return the
-// parser is done, or wants more bytes (ec clear), or the bytes are malformed (ec set).
-void HttpServer::parse_buffered(http::request_parser<http::string_body>& parser, beast::flat_buffer& buffer,
-                                beast::error_code& ec) {
-  parser.eager(true);
-  while (buffer.size() > 0 && !parser.is_done()) {
-    const std::size_t used = parser.put(buffer.data(), ec);
-    buffer.consume(used);
-    if (ec == http::error::need_more) {
-      ec = {};
-      return;
-    }
-    if (ec || used == 0) return;
   }
 }
 

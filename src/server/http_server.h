@@ -76,8 +76,6 @@ class HttpServer {
  private:
   struct Connection;
   class ReadTimer;
-  static void parse_buffered(http::request_parser<http::string_body>& parser, beast::flat_buffer& buffer,
-                             beast::error_code& ec);
   awaitable<void> accept_loop();
   awaitable<void> serve(std::shared_ptr<Connection> connection);
   awaitable<void> serve_requests(std::shared_ptr<Connection> owner);
