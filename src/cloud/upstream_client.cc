@@ -24,6 +24,8 @@
 #include "cloud/upstream_response_parser.h"
 #include "core/json_text.h"
 #include "core/lazy_deadline.h"
+#include "core/parse_buffered.h"
+#include "core/write_now.h"
 
 namespace hengshi::cloud {
 
@@ -432,18 +434,25 @@ class UpstreamCall {
                      std::to_string(budget.max_bytes()) + ") is spent");
   }
 
-  // Reads the rest of a buffered (string_body) response whose header was read: at most
-  // max_response_bytes, reserving the bytes from the global budget as the body grows (all of a
-  // known Content-Length up front, so an oversized answer fails before it is read).
+  // A buffered (string_body) response whose header was read may keep its body: at most
+  // max_response_bytes, and the bytes it holds reserved from the global budget (all of a known
+  // Content-Length up front, so an oversized answer fails before it is read).
+  std::optional<UpstreamError> admit_body(const Connection& connection,
+                                          http::response_parser<http::string_body>& parser) {
+    // The header may have been read by a parser with another limit (stream error bodies).
+    const auto length = parser.content_length();
+    const std::size_t body = parser.get().body().size();
+    if ((length && *length > max_response_bytes()) || body > max_response_bytes()) return too_large();
+    const std::uint64_t held = std::max<std::uint64_t>(length.value_or(0), body + connection.buffer.size());
+    if (!reservation_.grow_to(static_cast<std::int64_t>(held))) return over_budget();
+    return std::nullopt;
+  }
+
+  // Reads the rest of a buffered response whose header was read, within admit_body()'s bounds.
   template <class Stream>
   awaitable<std::optional<UpstreamError>> read_body(
       Stream& stream, Connection& connection, http::response_parser<http::string_body>& parser) {
-    // The header may have been read by a parser with another limit (stream error bodies).
-    auto length = parser.content_length();
-    if (length && *length > max_response_bytes()) co_return too_large();
-    if (length && !reservation_.grow_to(static_cast<std::int64_t>(*length))) {
-      co_return over_budget();
-    }
+    if (auto refused = admit_body(connection, parser)) co_return refused;
     while (!parser.is_done()) {
       beast::error_code ec;
       co_await http::async_read_some(stream, connection.buffer, parser,
@@ -569,16 +578,28 @@ class UpstreamCall {
     co_return results;
   }
 
-  template <class Stream>
-  awaitable<void> send_request(Stream& stream, Connection& connection, beast::error_code& ec) {
+  // The request as one gather write: its head (with this body's Content-Length) and the body.
+  std::array<asio::const_buffer, 2> request_buffers(Connection& connection) {
     std::string& head = connection.head;
     head.assign(client_.request_head_);
     std::array<char, 24> digits{};
     auto [end, _] = std::to_chars(digits.data(), digits.data() + digits.size(), body_.size());
     head.append(digits.data(), end);
     head += "\r\n\r\n";
-    std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body_)};
-    co_await asio::async_write(stream, buffers, asio::redirect_error(use_awaitable, ec));
+    return {asio::buffer(head), asio::buffer(body_)};
+  }
+
+  // What a plain socket takes of the request at once (write_now); a TLS stream's writes are all
+  // awaited (write_rest), as its records are encrypted in its own asynchronous operation.
+  template <class Stream>
+  static std::size_t send_now(Stream& stream, const std::array<asio::const_buffer, 2>& request,
+                              beast::error_code& ec) {
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      return write_now(stream, request, ec);
+    } else {
+      ec = {};
+      return 0;
+    }
   }
 
   template <class Stream>
@@ -586,22 +607,43 @@ class UpstreamCall {
                                                         UpstreamReply& reply) {
     beast::error_code ec;
     arm(ttft_at_, ttft_kind_);
-    co_await send_request(stream, connection, ec);
+    const auto request = request_buffers(connection);
+    const std::size_t sent = send_now(stream, request, ec);
+    if (write_pending(request, sent, ec)) co_await write_rest(stream, request, sent, ec);
     if (ec) {
       retry_fresh = stale(connection, ec, false);
       co_return io_failure(ec, UpstreamErrorKind::closed_early, "sending the request");
     }
     UpstreamResponseParser<http::string_body> parser;
     parser.body_limit(max_response_bytes());
-    co_await http::async_read_header(stream, connection.buffer, parser,
-                                     asio::redirect_error(use_awaitable, ec));
+    // The first bytes are read here and parsed at once (parse_buffered): a small reply comes whole
+    // with them, and no Beast read is needed. What comes in pieces is read by Beast as before.
+    if (connection.buffer.size() == 0) {
+      // The reply cannot be here yet (the request was just sent): ready work runs first, so the
+      // read is more often answered at once than failed and parked in epoll.
+      co_await asio::post(asio::use_awaitable);
+      const std::size_t n = co_await stream.async_read_some(connection.buffer.prepare(kStreamReadBytes),
+                                                            asio::redirect_error(use_awaitable, ec));
+      connection.buffer.commit(n);
+      if (ec == asio::error::eof) ec = http::error::end_of_stream;  // closed before a byte, as Beast says
+    }
+    if (!ec) parse_buffered(parser, connection.buffer, ec);
+    if (!ec && !parser.is_header_done()) {
+      co_await http::async_read_header(stream, connection.buffer, parser,
+                                       asio::redirect_error(use_awaitable, ec));
+    }
     if (ec == http::error::body_limit) co_return too_large();
     if (ec) {
       retry_fresh = stale(connection, ec, parser.got_some());
-      co_return read_failure(ec, "waiting for the response");
+      co_return read_failure(ec, parser.is_header_done() ? "reading the response" : "waiting for the response");
     }
     arm(total_at_, UpstreamErrorKind::total_timeout);
-    auto failed = co_await read_body(stream, connection, parser);
+    std::optional<UpstreamError> failed;
+    if (parser.is_done()) {
+      failed = admit_body(connection, parser);
+    } else {
+      failed = co_await read_body(stream, connection, parser);
+    }
     if (failed) co_return std::move(*failed);
     connection.reusable = parser.keep_alive() && connection.buffer.size() == 0;
 
@@ -626,7 +668,9 @@ class UpstreamCall {
                                                                ChunkSink& sink, bool& retry_fresh) {
     beast::error_code ec;
     arm(ttft_at_, ttft_kind_);
-    co_await send_request(stream, connection, ec);
+    const auto request = request_buffers(connection);
+    const std::size_t sent = send_now(stream, request, ec);
+    if (write_pending(request, sent, ec)) co_await write_rest(stream, request, sent, ec);
     if (ec) {
       retry_fresh = stale(connection, ec, false);
       co_return io_failure(ec, UpstreamErrorKind::closed_early, "sending the request");

@@ -63,9 +63,8 @@ std::string text_response_head(unsigned version, http::status status, std::strin
   return head;
 }
 
-void HttpExchange::before_write() { deadline_.expires_after(write_timeout_); }
-
-bool HttpExchange::after_write(const beast::error_code& ec) {
+bool HttpExchange::after_write(std::size_t sent, const beast::error_code& ec) {
+  bytes_sent_ += sent;
   deadline_.expires_never();
   if (ec) {
     keep_alive_ = false;
@@ -83,11 +82,10 @@ void HttpExchange::begin_response(int status) {
 awaitable<bool> HttpExchange::write_whole(std::string head, std::string body) {
   beast::error_code ec;
   unwatch_client();
-  before_write();
   std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
-  const std::size_t n = co_await asio::async_write(stream_, buffers, asio::redirect_error(use_awaitable, ec));
-  bytes_sent_ += n;
-  co_return after_write(ec);
+  std::size_t sent = write_now(stream_, buffers, ec);
+  if (write_pending(buffers, sent, ec)) sent += co_await write_rest_in_time(buffers, sent, ec);
+  co_return after_write(sent, ec);
 }
 
 awaitable<bool> HttpExchange::send(Response response, std::string extra_head_lines) {
@@ -129,37 +127,37 @@ awaitable<bool> HttpExchange::start_stream(http::response<http::empty_body> head
   head.chunked(true);
   http::response_serializer<http::empty_body> serializer(head);
   beast::error_code ec;
-  before_write();
-  bytes_sent_ += co_await http::async_write_header(stream_, serializer,
-                                                   asio::redirect_error(use_awaitable, ec));
-  co_return after_write(ec);
+  deadline_.expires_after(write_timeout_);
+  const std::size_t sent =
+      co_await http::async_write_header(stream_, serializer, asio::redirect_error(use_awaitable, ec));
+  co_return after_write(sent, ec);
 }
 
 awaitable<bool> HttpExchange::write_chunk(std::string_view data) {
   beast::error_code ec;
-  before_write();
-  bytes_sent_ += co_await asio::async_write(
-      stream_, http::make_chunk(asio::const_buffer(data.data(), data.size())),
-      asio::redirect_error(use_awaitable, ec));
-  co_return after_write(ec);
+  const auto buffers = http::make_chunk(asio::const_buffer(data.data(), data.size()));
+  std::size_t sent = write_now(stream_, buffers, ec);
+  if (write_pending(buffers, sent, ec)) sent += co_await write_rest_in_time(buffers, sent, ec);
+  co_return after_write(sent, ec);
 }
 
 awaitable<bool> HttpExchange::finish_stream(std::string_view last_events) {
   stream_finished_ = true;
   beast::error_code ec;
   unwatch_client();
-  before_write();
+  std::size_t sent = 0;
   if (last_events.empty()) {
-    bytes_sent_ += co_await asio::async_write(stream_, http::make_chunk_last(),
-                                              asio::redirect_error(use_awaitable, ec));
+    const auto buffers = http::make_chunk_last();
+    sent = write_now(stream_, buffers, ec);
+    if (write_pending(buffers, sent, ec)) sent += co_await write_rest_in_time(buffers, sent, ec);
   } else {
-    bytes_sent_ += co_await asio::async_write(
-        stream_,
+    const auto buffers =
         beast::buffers_cat(http::make_chunk(asio::const_buffer(last_events.data(), last_events.size())),
-                           http::make_chunk_last()),
-        asio::redirect_error(use_awaitable, ec));
+                           http::make_chunk_last());
+    sent = write_now(stream_, buffers, ec);
+    if (write_pending(buffers, sent, ec)) sent += co_await write_rest_in_time(buffers, sent, ec);
   }
-  co_return after_write(ec);
+  co_return after_write(sent, ec);
 }
 
 awaitable<void> HttpExchange::fail(const ApiError& error) {

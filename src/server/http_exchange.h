@@ -17,6 +17,7 @@
 #include "core/cancel_token.h"
 #include "core/deadline.h"
 #include "core/lazy_deadline.h"
+#include "core/write_now.h"
 
 namespace hengshi::server {
 
@@ -126,12 +127,19 @@ class HttpExchange {
   // A whole response: its head and body in one gather write, after which the client watch ends.
   // The strings are the coroutine's own (send() and send_text() are plain functions returning it).
   awaitable<bool> write_whole(std::string head, std::string body);
-  // Arms the write timeout for the next write; records a failed write as the client leaving.
-  void before_write();
+  // Every write goes out with write_now() first; only what the socket did not take at once is
+  // awaited, under the write timeout (a client that stops reading cannot hold the connection).
+  template <class ConstBufferSequence>
+  awaitable<std::size_t> write_rest_in_time(const ConstBufferSequence& buffers, std::size_t sent,
+                                            beast::error_code& ec) {
+    deadline_.expires_after(write_timeout_);
+    return write_rest(stream_, buffers, sent, ec);
+  }
   void unwatch_client() {
     if (unwatch_client_) unwatch_client_();
   }
-  bool after_write(const beast::error_code& ec);
+  // Counts the bytes, ends the write timeout, and records a failed write as the client leaving.
+  bool after_write(std::size_t sent, const beast::error_code& ec);
 
   tcp::socket& stream_;
   LazyDeadline& deadline_;

@@ -46,6 +46,10 @@ struct FakeReply {
   std::string raw;    // written as is instead of an HTTP response, then the connection closes
   bool close_after = false;          // close the connection after the reply without announcing it
   bool close_without_reply = false;  // read the request, then close without a byte of reply
+  // A non-stream reply written in pieces, cut at these offsets, with `piece_pause` before each
+  // piece after the first: a slow upstream, so the client's first read holds only the first piece.
+  std::vector<std::size_t> cut_at;
+  std::chrono::milliseconds piece_pause{20};
 
   // Streaming reply (text/event-stream, chunked), used when `stream` is set.
   bool stream = false;
@@ -239,7 +243,16 @@ class FakeUpstream {
                            " Fake\r\nContent-Type: " + reply.content_type +
                            "\r\nContent-Length: " + std::to_string(reply.body.size()) + "\r\n";
         for (const auto& [name, value] : reply.headers) head += name + ": " + value + "\r\n";
-        co_await write(stream, head + "\r\n" + reply.body, ec);
+        const std::string whole = head + "\r\n" + reply.body;
+        std::size_t from = 0;
+        for (std::size_t cut : reply.cut_at) {
+          co_await write(stream, whole.substr(from, cut - from), ec);
+          if (ec) co_return;
+          asio::steady_timer pause(ioc_, reply.piece_pause);
+          co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
+          from = cut;
+        }
+        co_await write(stream, whole.substr(from), ec);
         if (ec) co_return;
       }
       if (reply.close_after) {

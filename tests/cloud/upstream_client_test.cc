@@ -277,6 +277,34 @@ TEST_F(UpstreamClientTest, KeepAliveReusesOneConnection) {
   EXPECT_EQ(c->idle_connections(), 1u);
 }
 
+// A reply that arrives in pieces is read whole, wherever it is cut: the first read's bytes are
+// parsed at once, and the rest (header or body) is read as it comes. The connection stays reusable.
+TEST_F(UpstreamClientTest, AReplyArrivingInPiecesIsReadWholeWhereverItIsCut) {
+  FakeUpstream fake;
+  auto c = client(member(fake.base_url(), "pieces"));
+  const std::string body = completion_body("m", "in pieces");
+  // "HTTP/1.1 200 Fake\r\nContent-Type: application/json\r\nContent-Length: N\r\n\r\n"
+  const std::size_t head = 19 + 32 + 16 + std::to_string(body.size()).size() + 4;
+  const std::vector<std::vector<std::size_t>> cuts = {
+      {4}, {30}, {head - 2}, {head}, {head + 10}, {4, 30, head, head + 10}};
+  std::size_t next = 0;
+  fake.set_handler([&](const FakeRequest&) {
+    FakeReply reply;
+    reply.body = body;
+    reply.cut_at = cuts[next++];
+    return reply;
+  });
+  for (std::size_t i = 0; i < cuts.size(); ++i) {
+    auto result = run([&] { return complete(*c); });
+    ASSERT_TRUE(result.ok()) << "cuts " << i << ": " << result.error().message;
+    EXPECT_EQ(result->body.content, "in pieces") << i;
+    EXPECT_EQ(result->usage.prompt_tokens, 11) << i;
+    EXPECT_EQ(result->usage.completion_tokens, 7) << i;
+  }
+  EXPECT_EQ(fake.accepted(), 1);
+  EXPECT_EQ(c->idle_connections(), 1u);
+}
+
 TEST_F(UpstreamClientTest, IdleConnectionClosedByTheServerIsNotReused) {
   FakeUpstream fake;
   int served = 0;
