@@ -202,14 +202,14 @@ def perf_during_load(perf_args, url, script, conc, seconds):
     return r
 
 
-def syscalls_per_request(url, script, pid, seconds):
-    """Syscalls the server makes per request at c=4, in all and by name (perf trace's summary),
-    so a syscall nginx does not make shows by name."""
+def syscalls_per_request(url, script, pid, seconds, conc):
+    """Syscalls the server makes per request at `conc` connections, in all and by name (perf
+    trace's summary), so a syscall nginx does not make shows by name."""
     perf = shutil.which("perf")
     if not perf:
         return None
     out = tempfile.NamedTemporaryFile(delete=False, suffix=".txt").name
-    r = perf_during_load([perf, "trace", "-s", "-p", str(pid), "-o", out], url, script, 4, seconds)
+    r = perf_during_load([perf, "trace", "-s", "-p", str(pid), "-o", out], url, script, conc, seconds)
     by_name = {}
     with open(out) as f:
         for m in re.finditer(r"^\s+([a-z_0-9]+)\s+(\d+)\s+\d+\s+[\d.]+", f.read(), re.M):
@@ -527,14 +527,17 @@ pools:
                       f"CPU per request {new['cpu_us'] / old['cpu_us']:.2f}x "
                       f"(per round: {', '.join(f'{x:.2f}x' for x in per_round)})")
 
-        sys_counts = {name: syscalls_per_request(url, script, pid, 3) for name, url, script, pid in paths}
-        if all(v is not None for v in sys_counts.values()):
-            print("syscalls per request (perf trace, c=4): " +
+        # At both loads: a read attempted before its bytes can have arrived fails (EAGAIN) more
+        # often at one of them, and an extra epoll_wait shows at the other.
+        for conc in (4, 64):
+            sys_counts = {name: syscalls_per_request(url, script, pid, 3, conc) for name, url, script, pid in paths}
+            if not all(v is not None for v in sys_counts.values()):
+                print("syscalls per request: perf (linux-perf) not available")
+                break
+            print(f"syscalls per request (perf trace, c={conc}): " +
                   ", ".join(f"{n} {v['total']:.1f}" for n, v in sys_counts.items()))
             for n, v in sys_counts.items():
                 print(f"  {n:10} " + ", ".join(f"{k} {x:.2f}" for k, x in v["by_name"].items()))
-        else:
-            print("syscalls per request: perf (linux-perf) not available")
         if args.allocs:
             allocs = {name: allocations_per_request(url, script, pid, 3)
                       for name, url, script, pid in paths if name in ("hengshi", "before")}
