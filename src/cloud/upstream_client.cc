@@ -26,6 +26,7 @@
 #include "core/lazy_deadline.h"
 #include "core/parse_buffered.h"
 #include "core/write_now.h"
+#include "core/yield_turn.h"
 
 namespace hengshi::cloud {
 
@@ -608,6 +609,7 @@ class UpstreamCall {
     beast::error_code ec;
     arm(ttft_at_, ttft_kind_);
     const auto request = request_buffers(connection);
+    co_await yield_turn();  // this write goes out with the other ready ones (core/yield_turn.h)
     const std::size_t sent = send_now(stream, request, ec);
     if (write_pending(request, sent, ec)) co_await write_rest(stream, request, sent, ec);
     if (ec) {
@@ -619,9 +621,7 @@ class UpstreamCall {
     // The first bytes are read here and parsed at once (parse_buffered): a small reply comes whole
     // with them, and no Beast read is needed. What comes in pieces is read by Beast as before.
     if (connection.buffer.size() == 0) {
-      // The reply cannot be here yet (the request was just sent): ready work runs first, so the
-      // read is more often answered at once than failed and parked in epoll.
-      co_await asio::post(asio::use_awaitable);
+      co_await yield_turn();  // the reply cannot be here yet (core/yield_turn.h)
       const std::size_t n = co_await stream.async_read_some(connection.buffer.prepare(kStreamReadBytes),
                                                             asio::redirect_error(use_awaitable, ec));
       connection.buffer.commit(n);
@@ -669,6 +669,7 @@ class UpstreamCall {
     beast::error_code ec;
     arm(ttft_at_, ttft_kind_);
     const auto request = request_buffers(connection);
+    co_await yield_turn();  // this write goes out with the other ready ones (core/yield_turn.h)
     const std::size_t sent = send_now(stream, request, ec);
     if (write_pending(request, sent, ec)) co_await write_rest(stream, request, sent, ec);
     if (ec) {

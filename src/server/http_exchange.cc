@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/json_text.h"
+#include "core/yield_turn.h"
 #include "server/sse.h"
 
 namespace hengshi::server {
@@ -83,6 +84,7 @@ awaitable<bool> HttpExchange::write_whole(std::string head, std::string body) {
   beast::error_code ec;
   unwatch_client();
   std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
+  co_await yield_turn();  // the answer goes out with the other ready ones (core/yield_turn.h)
   std::size_t sent = write_now(stream_, buffers, ec);
   if (write_pending(buffers, sent, ec)) sent += co_await write_rest_in_time(buffers, sent, ec);
   co_return after_write(sent, ec);

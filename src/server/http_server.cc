@@ -10,6 +10,7 @@
 #include "core/api_error.h"
 #include "core/json_text.h"
 #include "core/parse_buffered.h"
+#include "core/yield_turn.h"
 #include "server/server_metrics.h"
 
 namespace hengshi::server {
@@ -307,9 +308,7 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     connection.idle = true;
     if (buffer.size() == 0) {
       deadline.expires_after(idle_timeout);
-      // The client cannot have sent its next request yet: a read now would fail (EAGAIN) and wait
-      // in epoll. Ready work runs first, and the read comes after it (DESIGN-NOTES, "Hot path").
-      co_await asio::post(asio::use_awaitable);
+      co_await yield_turn();  // the client cannot have sent its next request yet (core/yield_turn.h)
       std::size_t n = co_await stream.async_read_some(buffer.prepare(kFirstReadBytes),
                                                       asio::redirect_error(use_awaitable, ec));
       buffer.commit(n);
