@@ -103,10 +103,28 @@ Result<ReplyBody> read_reply_body(std::string&& raw) {
   return body;
 }
 
-bool is_valid_json(std::string& text) {
+bool is_valid_json(std::string& text, ChunkUsage* usage) {
   thread_local simdjson::dom::parser parser;
   simdjson::dom::element root;
-  return parse_padded(parser, text, root) == simdjson::SUCCESS;
+  if (parse_padded(parser, text, root) != simdjson::SUCCESS) return false;
+  if (usage == nullptr) return true;
+  *usage = ChunkUsage{};
+  simdjson::dom::object object;
+  if (root.get_object().get(object) != simdjson::SUCCESS) {
+    usage->usage_only = true;  // no "choices" to carry
+    return true;
+  }
+  simdjson::dom::object counts;
+  if (last_as(object, "usage", counts)) {
+    usage->has_usage = true;
+    usage->usage.prompt_tokens = int_or_zero(counts, "prompt_tokens");
+    usage->usage.completion_tokens = int_or_zero(counts, "completion_tokens");
+  }
+  simdjson::dom::element choices;
+  simdjson::dom::array list;
+  usage->usage_only = !last_member(object, "choices", choices) ||
+                      (choices.get(list) == simdjson::SUCCESS && list.size() == 0);
+  return true;
 }
 
 std::string with_member(const ReplyBody& body, std::string_view name, std::string_view value_json) {

@@ -42,10 +42,19 @@ std::optional<Error> read_reply_body(std::string&& raw, ReplyBody& body);
 // where simdjson is included): a text reserved with it is parsed without being copied.
 inline constexpr std::size_t kJsonPadding = 64;
 
+// What a stream chunk says about usage, read by the parse that checks it.
+struct ChunkUsage {
+  bool has_usage = false;   // a top-level "usage" object, whose counts are in `usage`
+  Usage usage;
+  bool usage_only = false;  // no top-level "choices", or an empty array (or not an object)
+};
+
 // True when `text` is one valid JSON value (UTF-8 checked), by simdjson: how each streamed
-// chunk is checked before it is passed on. `text` must have simdjson's padding of readable
-// capacity past its end; the function reserves it (a copy when it was not there).
-bool is_valid_json(std::string& text);
+// chunk is checked before it is passed on. With `usage`, also reads the chunk's usage from the
+// same parse (a second parse of the chunk by nlohmann was 25k instructions). `text` must have
+// simdjson's padding of readable capacity past its end; the function reserves it (a copy when
+// it was not there).
+bool is_valid_json(std::string& text, ChunkUsage* usage = nullptr);
 
 // The reply's bytes with `"name": value_json` as the object's last member. `value_json` must be
 // one serialised JSON value. When the upstream already wrote a member of that name, it is

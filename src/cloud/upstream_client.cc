@@ -96,22 +96,7 @@ bool caller_wants_usage(const json& request) {
   return include != options->end() && include->is_boolean() && include->get<bool>();
 }
 
-std::int64_t int_field(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
-}
-
-// Usage from a response or chunk object, when it carries a "usage" object.
-bool read_usage(const json& object, Usage& usage) {
-  if (!object.is_object()) return false;
-  auto it = object.find("usage");
-  if (it == object.end() || !it->is_object()) return false;
-  usage.prompt_tokens = int_field(*it, "prompt_tokens");
-  usage.completion_tokens = int_field(*it, "completion_tokens");
-  return true;
-}
-
-// Cheap pre-check: only chunks with a "usage" object (not "usage":null) need a full parse.
+// Cheap pre-check: only chunks with a "usage" object (not "usage":null) need their usage read.
 bool mentions_usage_object(std::string_view chunk) {
   constexpr std::string_view kKey = "\"usage\"";
   for (auto at = chunk.find(kKey); at != std::string_view::npos; at = chunk.find(kKey, at + 1)) {
@@ -737,17 +722,16 @@ class UpstreamCall {
         std::string& chunk_text = arrived.emplace_back();
         chunk_text.reserve(event->size() + kJsonPadding);
         chunk_text.assign(*event);
-        if (!is_valid_json(chunk_text)) {
+        ChunkUsage chunk_usage;
+        const bool mentions_usage = mentions_usage_object(chunk_text);
+        if (!is_valid_json(chunk_text, mentions_usage ? &chunk_usage : nullptr)) {
           co_return error(UpstreamErrorKind::bad_response,
                           "stream chunk is not JSON: " + snippet(chunk_text));
         }
-        if (mentions_usage_object(chunk_text)) {
-          auto chunk = json::parse(chunk_text, nullptr, false);
-          read_usage(chunk, summary.usage);
-          auto choices = chunk.find("choices");
-          bool usage_only = choices == chunk.end() || (choices->is_array() && choices->empty());
+        if (mentions_usage) {
+          if (chunk_usage.has_usage) summary.usage = chunk_usage.usage;
           // The caller did not ask for usage: it would not have had this chunk.
-          if (usage_only && !caller_wants_usage_) {
+          if (chunk_usage.usage_only && !caller_wants_usage_) {
             arrived.pop_back();
             continue;
           }

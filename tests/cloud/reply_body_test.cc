@@ -115,6 +115,50 @@ TEST(ReplyBodyTest, StreamChunksAreCheckedAsWholeJsonValues) {
   EXPECT_EQ(text, R"({"a":1})");  // only capacity is added
 }
 
+// The usage a stream chunk carries is read from the parse that checks it: the last top-level
+// "usage" object's integer counts, and whether the chunk has choices to pass on.
+TEST(ReplyBodyTest, AStreamChunksUsageIsReadFromTheSameParse) {
+  auto read = [](std::string text) {
+    ChunkUsage usage;
+    usage.usage.prompt_tokens = -1;  // every field is set on each call
+    EXPECT_TRUE(is_valid_json(text, &usage)) << text;
+    return usage;
+  };
+  auto only = read(R"({"id":"x","choices":[],"usage":{"prompt_tokens":31,"completion_tokens":16}})");
+  EXPECT_TRUE(only.has_usage);
+  EXPECT_TRUE(only.usage_only);
+  EXPECT_EQ(only.usage.prompt_tokens, 31);
+  EXPECT_EQ(only.usage.completion_tokens, 16);
+
+  auto with_text = read(R"({"choices":[{"delta":{"content":"hi"}}],"usage":{"prompt_tokens":3}})");
+  EXPECT_TRUE(with_text.has_usage);
+  EXPECT_FALSE(with_text.usage_only);
+  EXPECT_EQ(with_text.usage.prompt_tokens, 3);
+  EXPECT_EQ(with_text.usage.completion_tokens, 0);
+
+  // No choices at all; duplicate keys: the last one counts; counts that are not integers are 0.
+  auto last = read(R"({"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2.5,"completion_tokens":"7"}})");
+  EXPECT_TRUE(last.has_usage);
+  EXPECT_TRUE(last.usage_only);
+  EXPECT_EQ(last.usage.prompt_tokens, 0);
+  EXPECT_EQ(last.usage.completion_tokens, 0);
+
+  // A usage that is not an object, or nested below the top level, is no usage.
+  auto none = read(R"({"choices":[{"delta":{"usage":{"prompt_tokens":5}}}],"usage":null})");
+  EXPECT_FALSE(none.has_usage);
+  EXPECT_FALSE(none.usage_only);
+  EXPECT_EQ(none.usage.prompt_tokens, 0);
+  auto array = read(R"([{"usage":{"prompt_tokens":5}}])");
+  EXPECT_FALSE(array.has_usage);
+  EXPECT_TRUE(array.usage_only) << "not an object: no choices to carry";
+  auto null_choices = read(R"({"choices":null,"usage":{"prompt_tokens":5}})");
+  EXPECT_FALSE(null_choices.usage_only) << "only a missing or empty choices array is usage-only";
+
+  ChunkUsage untouched;
+  std::string bad = R"({"usage":{"prompt_tokens":5})";
+  EXPECT_FALSE(is_valid_json(bad, &untouched));
+}
+
 TEST(ReplyBodyTest, RefusedBytesStayWithTheCaller) {
   std::string raw = "{\"oops\":";
   auto body = read_reply_body(std::move(raw));
