@@ -26,7 +26,7 @@ using Response = http::response<http::string_body>;
 
 // A response's status line and fields as Beast's serializer writes them, then `extra_lines`
 // (whole "Name: value\r\n" lines), ending with the blank line (the body is written beside it).
-std::string response_head(const Response& response, std::string_view extra_lines = {});
+std::string response_head(const http::response_header<>& response, std::string_view extra_lines = {});
 // The head HttpExchange::send() writes for a response whose only fields are Content-Type (set
 // first), the keep-alive and Server it adds, and the body's Content-Length: the same bytes,
 // written without building Beast's fields (an allocation each).

@@ -38,6 +38,18 @@ TEST(ResponseHeadTest, IsTheHeadBeastsSerializerWrites) {
   EXPECT_EQ(response_head(ok, "X-Hengshi-Level: 0\r\n"),
             beast_head(ok).substr(0, beast_head(ok).size() - 2) + "X-Hengshi-Level: 0\r\n\r\n");
 
+  // A stream's head (start_stream): no body, chunked, the event-stream fields.
+  http::response<http::empty_body> stream{http::status::ok, 11};
+  stream.set(http::field::server, "hengshi");
+  stream.set(http::field::content_type, "text/event-stream");
+  stream.set(http::field::cache_control, "no-cache");
+  stream.insert(http::field::unknown, "X-Hengshi-Route", "cloud-small");
+  stream.chunked(true);
+  std::ostringstream stream_out;
+  stream_out << stream.base();
+  EXPECT_EQ(response_head(stream), stream_out.str());
+  EXPECT_NE(response_head(stream).find("Transfer-Encoding: chunked\r\n"), std::string::npos);
+
   Response custom{http::status::service_unavailable, 11};
   custom.reason("Offline");
   EXPECT_EQ(response_head(custom), beast_head(custom));
