@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -97,15 +98,20 @@ bool caller_wants_usage(const json& request) {
 }
 
 // Cheap pre-check: only chunks with a "usage" object (not "usage":null) need their usage read.
+// glibc's memmem, not string_view::find: find stops at every '"' (a memchr and a compare
+// each), and a chunk is mostly quotes.
 bool mentions_usage_object(std::string_view chunk) {
   constexpr std::string_view kKey = "\"usage\"";
-  for (auto at = chunk.find(kKey); at != std::string_view::npos; at = chunk.find(kKey, at + 1)) {
+  std::string_view rest = chunk;
+  while (const void* hit = ::memmem(rest.data(), rest.size(), kKey.data(), kKey.size())) {
+    const auto at = static_cast<std::size_t>(static_cast<const char*>(hit) - rest.data());
     std::size_t i = at + kKey.size();
-    while (i < chunk.size() && (chunk[i] == ' ' || chunk[i] == '\t' || chunk[i] == '\n' ||
-                                chunk[i] == '\r' || chunk[i] == ':')) {
+    while (i < rest.size() && (rest[i] == ' ' || rest[i] == '\t' || rest[i] == '\n' || rest[i] == '\r' ||
+                               rest[i] == ':')) {
       ++i;
     }
-    if (i < chunk.size() && chunk[i] == '{') return true;
+    if (i < rest.size() && rest[i] == '{') return true;
+    rest.remove_prefix(at + 1);
   }
   return false;
 }
