@@ -44,6 +44,19 @@ std::string completion_text(std::string_view id, std::string_view model, std::st
   return out;
 }
 
+std::string metadata_chunk_text(std::string_view id, std::string_view model) {
+  std::string out;
+  out.reserve(id.size() + model.size() + 100);
+  out += R"({"choices":[],"created":)";
+  out += std::to_string(unix_seconds_now());
+  out += R"(,"id":)";
+  append_json_string(out, id);
+  out += R"(,"model":)";
+  append_json_string(out, model);
+  out += R"(,"object":"chat.completion.chunk"})";
+  return out;
+}
+
 json completion_chunk(const std::string& id, const std::string& model, json delta,
                       const std::string& finish_reason) {
   json choice = {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},

@@ -26,6 +26,10 @@ std::string completion_text(std::string_view id, std::string_view model, std::st
 nlohmann::json completion_chunk(const std::string& id, const std::string& model, nlohmann::json delta,
                                 const std::string& finish_reason);
 
+// A stream's last chunk before [DONE], written without a DOM: no choices, the shape OpenAI uses
+// for usage; the caller splices the metadata in. dump_text()'s bytes for the same object.
+std::string metadata_chunk_text(std::string_view id, std::string_view model);
+
 // The usage-only chunk of stream_options.include_usage (choices: []).
 nlohmann::json usage_chunk(const std::string& id, const std::string& model, const TokenUsage& usage);
 

@@ -129,12 +129,8 @@ awaitable<bool> ResponseWriter::finish_stream(const ResponseMeta& meta, const ch
     }
   }
   // The metadata travels in a final chunk with no choices, the shape OpenAI uses for usage.
-  json final_chunk = {{"id", meta.request_id},
-                      {"object", "chat.completion.chunk"},
-                      {"created", unix_seconds_now()},
-                      {"model", meta.model},
-                      {"choices", json::array()}};
-  std::string final_event = sse_event(with_last_member(dump_text(final_chunk), "hengshi", client_meta_text(meta)));
+  std::string final_event = sse_event(
+      with_last_member(metadata_chunk_text(meta.request_id, meta.model), "hengshi", client_meta_text(meta)));
   final_event += kSseDone;  // the metadata, [DONE] and the end of the body in one write
   held_ += final_event;
   const bool finished = co_await exchange_.finish_stream(held_);

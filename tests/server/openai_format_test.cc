@@ -58,5 +58,19 @@ TEST(CompletionText, AnEmptyAnswerIsStillACompleteObject) {
   EXPECT_EQ(parsed.at("usage").at("total_tokens"), 0);
 }
 
+// A stream's metadata chunk: the bytes the DOM it replaced dumped, for any id and model bytes.
+TEST(MetadataChunkText, IsTheBytesTheDomDumpGave) {
+  for (const std::string& id : {std::string("hs-1"), std::string("id \"q\" \x80\x01")}) {
+    const std::string text = metadata_chunk_text(id, "cloud-small/gpt-4o-mini");
+    const json parsed = json::parse(text);
+    const json expected = {{"id", valid_utf8(id)},
+                           {"object", "chat.completion.chunk"},
+                           {"created", parsed.at("created").get<std::int64_t>()},
+                           {"model", "cloud-small/gpt-4o-mini"},
+                           {"choices", json::array()}};
+    EXPECT_EQ(text, dump_text(expected)) << id;
+  }
+}
+
 }  // namespace
 }  // namespace hengshi::server
