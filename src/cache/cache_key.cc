@@ -39,7 +39,7 @@ std::uint64_t scope_hash(const ChatRequest& request, const ScopeParts& parts) {
   feed(state, parts.task_type);
   feed(state, parts.key_scope.empty() ? "shared" : parts.key_scope);
   // Every message but the last user turn, as sent (system prompt and earlier turns included).
-  const json& body = request.body;
+  const json& body = request.body();
   const json messages = body.contains("messages") ? body["messages"] : json::array();
   const int last_user = last_user_index(messages);
   if (messages.is_array()) {
@@ -64,7 +64,7 @@ std::uint64_t exact_key(std::uint64_t scope, std::string_view canonical_question
 }
 
 std::optional<std::string> uncacheable(const ChatRequest& request) {
-  const json& body = request.body;
+  const json& body = request.body();
   if (auto n = body.find("n"); n != body.end() && !(n->is_number_integer() && n->get<std::int64_t>() <= 1)) {
     return "n > 1";
   }

@@ -351,7 +351,7 @@ void ShadowRunner::offer(const asio::any_io_executor& executor, const ShadowOffe
     job.edge_intent = prediction->intent;
     job.edge_answer = prediction->answer;
   } else {
-    job.body = request.body;
+    job.body = request.body();
     job.body["stream"] = false;
     job.body.erase("stream_options");
   }

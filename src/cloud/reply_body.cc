@@ -5,25 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include "core/json_members.h"
 #include "core/json_text.h"
 
 namespace hengshi::cloud {
 namespace {
 
 static_assert(kJsonPadding >= simdjson::SIMDJSON_PADDING, "kJsonPadding must cover simdjson's padding");
-
-// The member's value as a client reads it: with a repeated name, the last one (JSON.parse and
-// Python's json keep the last; simdjson's lookup finds the first).
-bool last_member(simdjson::dom::object object, std::string_view key, simdjson::dom::element& out) {
-  bool found = false;
-  for (auto field : object) {
-    if (field.key == key) {
-      out = field.value;
-      found = true;
-    }
-  }
-  return found;
-}
 
 template <typename T>
 bool last_as(simdjson::dom::object object, std::string_view key, T& out) {

@@ -48,23 +48,17 @@ constexpr Millis kPeekAfterIdle{1000};
 // request's parse vouched for them (ForwardBody::members), else written from the DOM (no deep
 // copy of the caller's messages). The gateway's "hengshi" object never goes upstream.
 std::string upstream_body(const ForwardBody& forward, const std::string& model, bool stream) {
-  const json& request = forward.dom;
   std::string out;
   out.reserve(forward.members != nullptr ? forward.members->size() + 96 : 256);
   out += "{\"model\":";
   append_json_string(out, model);
   out += stream ? ",\"stream\":true" : ",\"stream\":false";
-  const json* stream_options = nullptr;
   if (forward.members != nullptr) {
     // The caller's own bytes: the request's parse found them to hold what the DOM holds.
     if (!forward.members->empty()) out.append(",").append(*forward.members);
-    if (const auto it = request.find(std::string_view("stream_options")); it != request.end()) {
-      stream_options = &*it;
-    }
-  } else if (request.is_object()) {
+  } else if (const json& request = forward.dom(); request.is_object()) {
     for (auto it = request.begin(); it != request.end(); ++it) {
       const std::string& key = it.key();
-      if (key == "stream_options") stream_options = &it.value();  // OpenAI rejects it on non-streams
       // The same members the spliced text leaves out: both ways write one body.
       if (std::find(kMembersWrittenAgain.begin(), kMembersWrittenAgain.end(), key) != kMembersWrittenAgain.end()) {
         continue;
@@ -76,9 +70,15 @@ std::string upstream_body(const ForwardBody& forward, const std::string& model, 
     }
   }
   if (stream) {
+    // OpenAI rejects stream_options on non-streams: written only here, the caller's merged in.
     out += ",\"stream_options\":";
-    if (stream_options != nullptr && stream_options->is_object()) {
-      json merged = *stream_options;
+    const json* options = nullptr;
+    if (forward.has_stream_options()) {  // asked first: the DOM is built only for this
+      const json& request = forward.dom();
+      if (auto it = request.find("stream_options"); it != request.end() && it->is_object()) options = &*it;
+    }
+    if (options != nullptr) {
+      json merged = *options;
       merged["include_usage"] = true;
       append_dump_text(out, merged);
     } else {
@@ -87,14 +87,6 @@ std::string upstream_body(const ForwardBody& forward, const std::string& model, 
   }
   out += '}';
   return out;
-}
-
-bool caller_wants_usage(const json& request) {
-  if (!request.is_object()) return false;
-  auto options = request.find("stream_options");
-  if (options == request.end() || !options->is_object()) return false;
-  auto include = options->find("include_usage");
-  return include != options->end() && include->is_boolean() && include->get<bool>();
 }
 
 // Cheap pre-check: only chunks with a "usage" object (not "usage":null) need their usage read.
@@ -228,7 +220,7 @@ class UpstreamCall {
   awaitable<Result<StreamSummary, UpstreamError>> stream(const ForwardBody& request, ChunkSink& sink) {
     if (auto refused = refuse()) co_return finish(std::move(*refused));
     body_ = upstream_body(request, client_.config_.model, /*stream=*/true);
-    caller_wants_usage_ = caller_wants_usage(request.dom);
+    caller_wants_usage_ = request.caller_wants_usage();
     auto exchange = [this, &sink](auto& stream, Connection& connection, bool& retry_fresh) {
       return exchange_sse(stream, connection, sink, retry_fresh);
     };

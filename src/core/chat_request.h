@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,11 @@
 #include "core/api_error.h"
 #include "core/chain_config.h"
 #include "core/result.h"
+
+namespace simdjson::dom {
+class document;
+class element;
+}  // namespace simdjson::dom
 
 namespace hengshi {
 
@@ -56,18 +62,35 @@ struct ChatRequest {
   std::optional<std::int64_t> seed;
   std::string response_format;              // response_format.type, "" when not set
   HengshiExtension hengshi;
-  nlohmann::json body;  // the caller's body without "hengshi": forwarded upstream as it came
+  bool sent_stream_options = false;         // the body holds a "stream_options" object
   // The body's members other than kMembersWrittenAgain, as the caller wrote them (json_raw_members),
   // when the parse vouched that they hold what `body` holds (TextBeyondDom): no object repeats a
   // member name (the DOM keeps the last value, an upstream's reader may take the first) and no
   // number below the top level has a fraction or exponent (the DOM keeps a double's digits, the
-  // text may carry more). Otherwise the router's checks, which read `body`, would not have seen
-  // what went on. Upstream bodies splice these bytes instead of writing `body` again. Set only by
-  // parse_chat_request; whoever changes `body` resets it.
+  // text may carry more). Otherwise the router's checks, which read the body as the DOM holds it
+  // (core/json_members.h), would not have seen what went on. Upstream bodies splice these bytes
+  // instead of writing `body()`. Set only by parse_chat_request; set_body() resets it.
   std::optional<std::string> forwarded_members;
 
   // The last user message, the text routing and the edge look at.
   std::string last_user_text() const;
+
+  // The caller's body, forwarded upstream as it came (without "hengshi"), read two ways:
+  // - body_root(): simdjson's parse of it, which the request keeps (a tape and a string buffer).
+  //   The validation and the router's PII walk read it; its root object may hold "hengshi".
+  //   False when the request has no body (built by hand without set_body).
+  // - body(): a nlohmann DOM without "hengshi", built from that parse on the first call. The
+  //   cache key, a shadow call and an upstream body that cannot splice forwarded_members read
+  //   it; a proxied request never builds it.
+  bool body_root(simdjson::dom::element& root) const;
+  const nlohmann::json& body() const;
+  // For a request built in the gateway or a test: `body` becomes both forms (its text is
+  // parsed again); forwarded_members is reset and sent_stream_options follows the body.
+  void set_body(nlohmann::json body);
+
+  // Set by parse_chat_request and set_body; shared by copies (neither changes after).
+  std::shared_ptr<const simdjson::dom::document> parsed_body;
+  mutable std::shared_ptr<const nlohmann::json> body_dom;  // body()'s, once built
 };
 
 // Rejects invalid JSON, nesting deeper than kMaxJsonDepth (core/json_text.h), and every field

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
+#include <boost/container/small_vector.hpp>
 #include <simdjson.h>
 
 namespace hengshi {
@@ -63,7 +65,68 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth, 
   return false;
 }
 
+// What build() finds out, without building: the depth limit and TextBeyondDom. Recursion is
+// bounded by `max_depth` (checked before going down).
+bool scan(simdjson::dom::element element, int depth, int max_depth, TextBeyondDom& beyond) {
+  using Type = simdjson::dom::element_type;
+  switch (element.type()) {
+    case Type::ARRAY: {
+      if (depth > max_depth) return false;
+      const simdjson::dom::array items = element.get_array().value_unsafe();
+      for (simdjson::dom::element item : items) {
+        if (!scan(item, depth + 1, max_depth, beyond)) return false;
+      }
+      return true;
+    }
+    case Type::OBJECT: {
+      if (depth > max_depth) return false;
+      const simdjson::dom::object fields = element.get_object().value_unsafe();
+      boost::container::small_vector<std::string_view, 16> names;
+      for (simdjson::dom::key_value_pair field : fields) {
+        names.push_back(field.key);
+        if (!scan(field.value, depth + 1, max_depth, beyond)) return false;
+      }
+      if (!beyond.repeated_names && names.size() > 1) {
+        std::sort(names.begin(), names.end());
+        beyond.repeated_names = std::adjacent_find(names.begin(), names.end()) != names.end();
+      }
+      return true;
+    }
+    case Type::DOUBLE:
+      if (depth > 2) beyond.nested_doubles = true;  // as in build()
+      return true;
+    default:
+      return true;
+  }
+}
+
 }  // namespace
+
+bool parse_json_document(std::string_view text, int max_depth, simdjson::dom::document& document,
+                         TextBeyondDom* beyond) {
+  // This thread's parser keeps its working buffers between calls; the document gets its own.
+  thread_local simdjson::dom::parser parser;
+  thread_local std::string padded;
+  padded.assign(text);
+  padded.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  simdjson::dom::element root;
+  if (parser.parse_into_document(document, padded.data(), padded.size(), /*realloc_if_needed=*/false).get(root) !=
+      simdjson::SUCCESS) {
+    return false;
+  }
+  TextBeyondDom found;
+  if (!scan(root, 1, max_depth, found)) return false;
+  if (beyond != nullptr) *beyond = found;
+  return true;
+}
+
+json to_nlohmann(const simdjson::dom::element& element) {
+  json out;
+  TextBeyondDom ignored;
+  // The depth was checked when the text was parsed.
+  build(element, out, 1, std::numeric_limits<int>::max() - 1, ignored);
+  return out;
+}
 
 std::optional<json> parse_json_fast(std::string_view text, int max_depth, TextBeyondDom* beyond) {
   // This thread's parser and a padded copy of the text keep their buffers between calls: no

@@ -12,6 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
+namespace simdjson::dom {
+class document;
+class element;
+}  // namespace simdjson::dom
+
 namespace hengshi {
 
 // nullopt when simdjson refuses the text (invalid JSON, or an integer beyond 64 bits, which
@@ -29,5 +34,14 @@ struct TextBeyondDom {
 // `beyond`, when given, is filled on success.
 std::optional<nlohmann::json> parse_json_fast(std::string_view text, int max_depth,
                                               TextBeyondDom* beyond = nullptr);
+
+// The same parse and checks, without the DOM: the text is parsed into `document` (its own two
+// buffers, the tape and the strings, sized to the text), which the caller keeps and reads.
+// False where parse_json_fast gives nullopt; `beyond`, when given, is filled on success.
+bool parse_json_document(std::string_view text, int max_depth, simdjson::dom::document& document,
+                         TextBeyondDom* beyond = nullptr);
+
+// The nlohmann DOM of a parsed value, as parse_json_fast builds it.
+nlohmann::json to_nlohmann(const simdjson::dom::element& element);
 
 }  // namespace hengshi

@@ -5,6 +5,9 @@
 #include <cmath>
 
 #include <boost/container/small_vector.hpp>
+#include <simdjson.h>
+
+#include "core/json_members.h"
 
 #include "router/complexity.h"
 #include "router/complexity_model.h"
@@ -65,26 +68,39 @@ void add_non_text(RouteInput& input, std::string kind) {
   }
 }
 
+// The body is read from the request's parse (simdjson's tape) the way its nlohmann DOM reads
+// (core/json_members.h): an object's members in the order of their names, a repeated name's
+// last value.
+using simdjson::dom::element;
+using Type = simdjson::dom::element_type;
+
+std::string_view string_of(element value) { return value.get_string().value_unsafe(); }
+bool member(element object, std::string_view key, element& out) {
+  return last_member(object.get_object().value_unsafe(), key, out);
+}
+
 // A content array (a message's or the prediction's): parts other than text cannot be checked;
 // the text parts joined WITHOUT a separator catch a number or address split across parts.
-void read_content_parts(const json& content, RouteInput& input) {
-  if (!content.is_array()) return;
+void read_content_parts(element content, RouteInput& input) {
+  if (content.type() != Type::ARRAY) return;
   std::string joined;
   int text_parts = 0;
-  for (const json& part : content) {
-    const auto type = part.is_object() ? part.find("type"sv) : part.end();
-    if (!part.is_object() || type == part.end() || !type->is_string()) {
+  // Named, not temporaries in the range-fors: g++ 12 warns of a dangling tape pointer otherwise.
+  const simdjson::dom::array parts = content.get_array().value_unsafe();
+  for (element part : parts) {
+    element type;
+    if (part.type() != Type::OBJECT || !member(part, "type"sv, type) || type.type() != Type::STRING) {
       add_non_text(input, "other");  // parse_chat_request rejects these; fail closed anyway
       continue;
     }
-    const auto& type_name = type->get_ref<const std::string&>();
-    if (type_name != "text" && type_name != "refusal") {
+    const std::string_view type_name = string_of(type);
+    if (type_name != "text"sv && type_name != "refusal"sv) {
       add_non_text(input, non_text_kind(type_name));
       continue;
     }
     // A text part holds its text under "text", an assistant's refusal part under "refusal".
-    if (const auto text = part.find(type_name); text != part.end() && text->is_string()) {
-      joined += text->get_ref<const std::string&>();
+    if (element text; member(part, type_name, text) && text.type() == Type::STRING) {
+      joined += string_of(text);
       ++text_parts;
     }
   }
@@ -95,31 +111,33 @@ void read_content_parts(const json& content, RouteInput& input) {
 constexpr std::array<std::string_view, 6> kMediaFields = {"input_audio"sv, "image_url"sv, "input_image"sv,
                                                           "file"sv,        "input_file"sv, "image"sv};
 
-// The body's members the router reads, found in one walk over them: a find() per name walked the
-// key map, comparing strings at each node, a dozen times a request.
+// The body's members the router reads, found in one walk over them.
 struct BodyFields {
-  const json* messages = nullptr;
-  const json* prediction = nullptr;
-  const json* audio = nullptr;
-  std::array<const json*, kMediaFields.size()> media{};
+  std::optional<element> messages;
+  std::optional<element> prediction;
+  std::optional<element> audio;
+  std::array<std::optional<element>, kMediaFields.size()> media{};
   bool has_tools = false;  // a non-empty "tools" or "functions" array
 };
 
-BodyFields body_fields(const json& body) {
+bool is_null(const std::optional<element>& field) { return !field || field->type() == Type::NULL_VALUE; }
+
+// `members`: the body's, sorted (a repeated name once, with its last value).
+BodyFields body_fields(const JsonMembers& members) {
   BodyFields fields;
-  if (!body.is_object()) return fields;
-  for (const auto& [name, value] : body.get_ref<const json::object_t&>()) {
+  for (const auto& [name, value] : members) {
     if (name == "messages"sv) {
-      fields.messages = &value;
+      fields.messages = value;
     } else if (name == "prediction"sv) {
-      fields.prediction = &value;
+      fields.prediction = value;
     } else if (name == "audio"sv) {
-      fields.audio = &value;
+      fields.audio = value;
     } else if (name == "tools"sv || name == "functions"sv) {
-      fields.has_tools = fields.has_tools || (value.is_array() && !value.empty());
+      fields.has_tools = fields.has_tools ||
+                         (value.type() == Type::ARRAY && value.get_array().value_unsafe().size() != 0);
     } else {
       for (std::size_t i = 0; i < kMediaFields.size(); ++i) {
-        if (name == kMediaFields[i]) fields.media[i] = &value;
+        if (name == kMediaFields[i]) fields.media[i] = value;
       }
     }
   }
@@ -130,13 +148,14 @@ BodyFields body_fields(const json& body) {
 // caller's; anything more in it is treated as media.
 void read_top_level_media(const BodyFields& fields, RouteInput& input) {
   for (std::size_t i = 0; i < kMediaFields.size(); ++i) {
-    if (fields.media[i] != nullptr && !fields.media[i]->is_null()) add_non_text(input, std::string(kMediaFields[i]));
+    if (!is_null(fields.media[i])) add_non_text(input, std::string(kMediaFields[i]));
   }
-  if (const json* audio = fields.audio; audio != nullptr && !audio->is_null()) {
-    bool settings_only = audio->is_object();
+  if (!is_null(fields.audio)) {
+    bool settings_only = fields.audio->type() == Type::OBJECT;
     if (settings_only) {
-      for (const auto& [key, value] : audio->items()) {
-        settings_only = settings_only && (key == "voice" || key == "format") && value.is_string();
+      const JsonMembers members = sorted_members(fields.audio->get_object().value_unsafe());
+      for (const auto& [key, value] : members) {
+        settings_only = settings_only && (key == "voice"sv || key == "format"sv) && value.type() == Type::STRING;
       }
     }
     if (!settings_only) add_non_text(input, "audio");
@@ -144,38 +163,37 @@ void read_top_level_media(const BodyFields& fields, RouteInput& input) {
 }
 
 // The body's strings that RouteInput::texts already holds (string content, and text parts the
-// flattened text joins with '\n'), sorted, so the scan reads those bytes once. Only strings
-// whose text demonstrably matches are listed: a ChatRequest not flattened from its body (built
-// by hand) just gets them scanned twice.
-std::vector<const json*> strings_in_texts(const ChatRequest& request, const json* messages) {
-  std::vector<const json*> covered;
-  if (messages == nullptr || !messages->is_array() || messages->size() != request.messages.size()) {
-    return covered;
-  }
-  std::vector<const json*> parts;
-  for (std::size_t i = 0; i < request.messages.size(); ++i) {
-    const json& message = (*messages)[i];
-    if (!message.is_object()) continue;
-    const auto content = message.find("content"sv);
-    if (content == message.end()) continue;
-    const std::string& text = request.messages[i].text;
-    if (content->is_string()) {
-      if (content->get_ref<const std::string&>() == text) covered.push_back(&*content);
+// flattened text joins with '\n'), by where their bytes sit in the parse, sorted, so the scan
+// reads those bytes once. Only strings whose text demonstrably matches are listed: a
+// ChatRequest not flattened from its body (built by hand) just gets them scanned twice.
+std::vector<const char*> strings_in_texts(const ChatRequest& request, const std::optional<element>& messages) {
+  std::vector<const char*> covered;
+  if (!messages || messages->type() != Type::ARRAY) return covered;
+  const simdjson::dom::array items = messages->get_array().value_unsafe();
+  if (items.size() != request.messages.size()) return covered;
+  std::vector<const char*> parts;
+  std::size_t i = 0;
+  for (element message : items) {
+    const std::string& text = request.messages[i++].text;
+    element content;
+    if (message.type() != Type::OBJECT || !member(message, "content"sv, content)) continue;
+    if (content.type() == Type::STRING) {
+      if (string_of(content) == text) covered.push_back(string_of(content).data());
       continue;
     }
-    if (!content->is_array()) continue;
+    if (content.type() != Type::ARRAY) continue;
     parts.clear();
     std::size_t joined_size = 0;
-    for (const json& part : *content) {
-      if (!part.is_object()) continue;
-      const auto type = part.find("type"sv);
-      const auto part_text = part.find("text"sv);
-      if (type == part.end() || *type != "text" || part_text == part.end() ||
-          !part_text->is_string()) {
+    const simdjson::dom::array parts_of_content = content.get_array().value_unsafe();
+    for (element part : parts_of_content) {
+      element type;
+      element part_text;
+      if (part.type() != Type::OBJECT || !member(part, "type"sv, type) || type.type() != Type::STRING ||
+          string_of(type) != "text"sv || !member(part, "text"sv, part_text) || part_text.type() != Type::STRING) {
         continue;
       }
-      joined_size += part_text->get_ref<const std::string&>().size() + (parts.empty() ? 0 : 1);
-      parts.push_back(&*part_text);
+      joined_size += string_of(part_text).size() + (parts.empty() ? 0 : 1);
+      parts.push_back(string_of(part_text).data());
     }
     if (joined_size == text.size()) covered.insert(covered.end(), parts.begin(), parts.end());
   }
@@ -186,56 +204,73 @@ std::vector<const json*> strings_in_texts(const ChatRequest& request, const json
 // The digits a JSON number carries, as the PII scan reads them: a whole number in full (a phone
 // number sent as 1.3812345678e10 is 13812345678, whatever form the caller wrote), any other as
 // nlohmann writes it ("138.5").
-std::string number_text(const json& number) {
-  if (number.is_number_float()) {
-    const double value = number.get<double>();
-    if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) < 1e18) {
-      return std::to_string(static_cast<long long>(value));
-    }
+std::string number_text(element number) {
+  switch (number.type()) {
+    case Type::INT64: return std::to_string(number.get_int64().value_unsafe());
+    case Type::UINT64: return std::to_string(number.get_uint64().value_unsafe());
+    default: break;
   }
-  return number.dump();
+  const double value = number.get_double().value_unsafe();
+  if (std::isfinite(value) && value == std::trunc(value) && std::fabs(value) < 1e18) {
+    return std::to_string(static_cast<long long>(value));
+  }
+  return json(value).dump();
 }
 
-// Every string value and object key in the body, iteratively (an explicit stack: no recursion
-// depth to exhaust), each node visited once. Numbers below the top level, integers or not, are
-// written out: a phone number sent as a JSON number in metadata leaves too. Top-level ones
-// (max_tokens, seed, temperature) are the API's own parameters. `in_texts` (sorted) are left
-// out: the scan reads them in texts.
-void collect_forwarded_strings(const json& body, const std::vector<const json*>& in_texts,
+// Every string value and object key in the body but the gateway's own "hengshi" object,
+// iteratively (an explicit stack: no recursion depth to exhaust), each node visited once, in
+// the DOM's order. Numbers below the top level, integers or not, are written out: a phone
+// number sent as a JSON number in metadata leaves too. Top-level ones (max_tokens, seed,
+// temperature) are the API's own parameters. `in_texts` (sorted) are left out: the scan reads
+// them in texts.
+void collect_forwarded_strings(const JsonMembers& body, const std::vector<const char*>& in_texts,
                                RouteInput& input) {
   struct Pending {
-    const json* node;
+    element node;
     int depth;  // the body itself is 0, its fields 1
   };
   // Inline room for a usual chat body's nesting; a deeper or wider one spills to the heap.
-  boost::container::small_vector<Pending, 32> stack{{&body, 0}};
+  boost::container::small_vector<Pending, 32> stack;
+  const auto push_members = [&](const JsonMembers& members, int depth) {
+    for (const auto& [key, value] : members) {
+      input.forwarded_strings.emplace_back(key);
+      stack.push_back({value, depth});
+    }
+  };
+  push_members(body, 1);
   while (!stack.empty()) {
     const Pending pending = stack.back();
     stack.pop_back();
-    const json& node = *pending.node;
+    const element node = pending.node;
     switch (node.type()) {
-      case json::value_t::string:
-        if (!std::binary_search(in_texts.begin(), in_texts.end(), &node)) {
-          input.forwarded_strings.emplace_back(node.get_ref<const std::string&>());
+      case Type::STRING:
+        if (!std::binary_search(in_texts.begin(), in_texts.end(), string_of(node).data())) {
+          input.forwarded_strings.emplace_back(string_of(node));
         }
         break;
-      case json::value_t::number_integer:
-      case json::value_t::number_unsigned:
-      case json::value_t::number_float:
+      case Type::INT64:
+      case Type::UINT64:
+      case Type::DOUBLE:
         if (pending.depth >= 2) input.derived_strings.push_back(number_text(node));
         break;
-      case json::value_t::object:
-      case json::value_t::array:
+      case Type::OBJECT:
         if (pending.depth >= kMaxScanDepth) {
           add_non_text(input, "nesting_too_deep");
           break;
         }
-        for (auto it = node.begin(); it != node.end(); ++it) {
-          if (node.is_object()) input.forwarded_strings.emplace_back(it.key());
-          stack.push_back({&*it, pending.depth + 1});
-        }
+        push_members(sorted_members(node.get_object().value_unsafe()), pending.depth + 1);  // copied into the stack
         break;
-      default:
+      case Type::ARRAY: {
+        if (pending.depth >= kMaxScanDepth) {
+          add_non_text(input, "nesting_too_deep");
+          break;
+        }
+        const simdjson::dom::array items = node.get_array().value_unsafe();
+        for (element item : items) stack.push_back({item, pending.depth + 1});
+        break;
+      }
+      case Type::BOOL:
+      case Type::NULL_VALUE:
         break;
     }
   }
@@ -264,25 +299,31 @@ RouteInput route_input(const ChatRequest& request, const Budget& budget) {
       request.max_tokens ? static_cast<int>(std::min<std::int64_t>(*request.max_tokens, 1 << 30)) : 0;
   input.wants_structured_output =
       request.response_format == "json_schema" || request.response_format == "json_object";
-  const BodyFields fields = body_fields(request.body);
+  element root;
+  if (!request.body_root(root) || root.type() != Type::OBJECT) return input;
+  // The gateway's own object never goes upstream: not read.
+  JsonMembers members = sorted_members(root.get_object().value_unsafe());
+  members.erase(std::remove_if(members.begin(), members.end(),
+                               [](const JsonMember& m) { return m.key == "hengshi"sv; }),
+                members.end());
+  const BodyFields fields = body_fields(members);
   input.has_tools = fields.has_tools;
 
   // The PII scan reads everything that would go upstream, not only the flattened messages: a
   // chat body's keys and values are a few dozen, grown one doubling at a time otherwise.
   input.forwarded_strings.reserve(32);
-  collect_forwarded_strings(request.body, strings_in_texts(request, fields.messages), input);
-  if (const json* messages = fields.messages; messages != nullptr && messages->is_array()) {
-    for (const json& message : *messages) {
-      if (!message.is_object()) continue;
-      if (const auto content = message.find("content"sv); content != message.end()) {
-        read_content_parts(*content, input);
+  collect_forwarded_strings(members, strings_in_texts(request, fields.messages), input);
+  if (fields.messages && fields.messages->type() == Type::ARRAY) {
+    const simdjson::dom::array messages = fields.messages->get_array().value_unsafe();
+    for (element message : messages) {
+      if (element content; message.type() == Type::OBJECT && member(message, "content"sv, content)) {
+        read_content_parts(content, input);
       }
     }
   }
-  if (const json* prediction = fields.prediction; prediction != nullptr && prediction->is_object()) {
-    if (const auto content = prediction->find("content"sv); content != prediction->end()) {
-      read_content_parts(*content, input);
-    }
+  if (element content; fields.prediction && fields.prediction->type() == Type::OBJECT &&
+                       member(*fields.prediction, "content"sv, content)) {
+    read_content_parts(content, input);
   }
   read_top_level_media(fields, input);
   return input;

@@ -203,9 +203,9 @@ class ShadowRunnerTest : public ::testing::Test {
     auto opened = obs::RequestLog::open(log_path_);
     ASSERT_TRUE(opened.ok());
     log_ = std::move(opened).value();
-    request_.body = {{"model", "auto"},
-                     {"stream", true},
-                     {"messages", {{{"role", "user"}, {"content", "我的订单"}}}}};
+    request_.set_body({{"model", "auto"},
+                       {"stream", true},
+                       {"messages", {{{"role", "user"}, {"content", "我的订单"}}}}});
     request_.hengshi.task_type = "faq";
     prediction_.intent = "order_status";
     prediction_.answer = "您的订单已发货，预计明天送达。";

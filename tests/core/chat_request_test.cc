@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 namespace hengshi {
 namespace {
 
@@ -30,9 +36,9 @@ TEST(ChatRequestTest, FlattensTextPartsAndKeepsBodyForPassThrough) {
   EXPECT_EQ(req->hengshi.session_id, "s1");
   EXPECT_EQ(req->hengshi.deadline_ms, 800);
   // The extension is ours and is not forwarded; everything else the caller sent is.
-  EXPECT_FALSE(req->body.contains("hengshi"));
-  EXPECT_TRUE(req->body.contains("tools"));
-  EXPECT_DOUBLE_EQ(req->body["temperature"].get<double>(), 0.2);
+  EXPECT_FALSE(req->body().contains("hengshi"));
+  EXPECT_TRUE(req->body().contains("tools"));
+  EXPECT_DOUBLE_EQ(req->body()["temperature"].get<double>(), 0.2);
 }
 
 // The members forwarded as written are the body's, but the ones the upstream body writes again.
@@ -44,7 +50,7 @@ TEST(ChatRequestTest, KeepsTheMembersToForwardAsTheCallerWroteThem) {
   ASSERT_TRUE(req->forwarded_members.has_value());
   EXPECT_EQ(*req->forwarded_members,
             R"("messages":[{"role":"user","content":"hi"}],"temperature":0.50,"metadata":{"b":1, "a":"x"})");
-  nlohmann::json dom = req->body;
+  nlohmann::json dom = req->body();
   for (std::string_view name : kMembersWrittenAgain) dom.erase(std::string(name));
   EXPECT_EQ(nlohmann::json::parse("{" + *req->forwarded_members + "}"), dom);
 }
@@ -95,6 +101,66 @@ struct Bad {
 };
 
 class ChatRequestRejectTest : public ::testing::TestWithParam<Bad> {};
+
+// The body is read from the kept parse; its nlohmann DOM is built only when asked for, and is
+// then what nlohmann's own parser makes of the body, without the extension.
+TEST(ChatRequestTest, TheDomIsBuiltOnlyWhenAskedForAndIsNlohmanns) {
+  for (const char* body :
+       {R"({"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0.5,"hengshi":{"task_type":"faq"}})",
+        R"({"messages":[{"role":"user","content":"a","content":"b"}],"user":"x","user":{"y":[1,-2,2.5]}})",
+        R"({"messages":[{"role":"user","content":"hi"}],"n":123456789012345678901234567890})"}) {
+    auto req = parse_chat_request(body);
+    ASSERT_TRUE(req.ok()) << req.error().message;
+    nlohmann::json expected = nlohmann::json::parse(body);
+    expected.erase("hengshi");
+    const bool fell_back = std::string_view(body).find("1234567890123") != std::string_view::npos;
+    // A body simdjson refused was parsed into a DOM by nlohmann: that one is kept.
+    EXPECT_EQ(req->body_dom != nullptr, fell_back) << body;
+    EXPECT_EQ(req->body().dump(), expected.dump()) << body;
+    ASSERT_NE(req->body_dom, nullptr);
+  }
+}
+
+// What simdjson refuses and nlohmann reads (an integer past 64 bits, a double to nlohmann) is
+// checked as nlohmann's DOM holds it.
+TEST(ChatRequestTest, AnIntegerPastSixtyFourBitsIsCheckedAsTheDoubleNlohmannReads) {
+  const std::string messages = R"("messages":[{"role":"user","content":"hi"}])";
+  auto tokens = parse_chat_request("{" + messages + R"(,"max_tokens":123456789012345678901234567890})");
+  ASSERT_FALSE(tokens.ok());
+  EXPECT_EQ(tokens.error().param, "max_tokens");
+  auto seed = parse_chat_request("{" + messages + R"(,"seed":123456789012345678901234567890})");
+  ASSERT_FALSE(seed.ok());
+  EXPECT_EQ(seed.error().param, "seed");
+  auto temperature = parse_chat_request("{" + messages + R"(,"temperature":1,"n":123456789012345678901234567890})");
+  ASSERT_TRUE(temperature.ok()) << temperature.error().message;
+  EXPECT_EQ(temperature->temperature, 1.0);
+}
+
+// The extension's fields are checked in the order of their names, the last of a repeated one
+// counting, as when they were read from the DOM.
+TEST(ChatRequestTest, TheExtensionIsReadAsItsDomReads) {
+  const std::string messages = R"("messages":[{"role":"user","content":"hi"}])";
+  auto first_by_name = parse_chat_request("{" + messages + R"(,"hengshi":{"zzz":1,"cache":"yes"}})");
+  ASSERT_FALSE(first_by_name.ok());
+  EXPECT_EQ(first_by_name.error().param, "hengshi.cache");
+  auto repeated = parse_chat_request(
+      "{" + messages + R"(,"hengshi":{"task_type":5,"tags":["a"],"task_type":"faq","tags":["b","c"]}})");
+  ASSERT_TRUE(repeated.ok()) << repeated.error().message;
+  EXPECT_EQ(repeated->hengshi.task_type, "faq");
+  EXPECT_EQ(repeated->hengshi.tags, (std::vector<std::string>{"b", "c"}));
+  auto last_message_field = parse_chat_request(R"({"messages":[{"role":7,"role":"user","content":"hi"}]})");
+  ASSERT_TRUE(last_message_field.ok()) << last_message_field.error().message;
+}
+
+TEST(ChatRequestTest, SetBodyGivesBothForms) {
+  ChatRequest request;
+  request.forwarded_members = "\"x\":1";
+  request.set_body({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream_options", {{"include_usage", true}}}});
+  EXPECT_FALSE(request.forwarded_members.has_value());
+  EXPECT_TRUE(request.sent_stream_options);
+  EXPECT_EQ(request.body()["messages"][0]["content"], "hi");
+  EXPECT_NE(request.parsed_body, nullptr);  // the router's walk reads this form
+}
 
 TEST_P(ChatRequestRejectTest, RejectsWithOpenAiError) {
   auto req = parse_chat_request(GetParam().body);

@@ -574,11 +574,34 @@ TEST_F(DecideTest, RefusalPartsAreText) {
   expect_route(run(input), "refuse", "pii_pin");  // the parts joined: "...138" + "12345678"
 }
 
+// The walk reads the request's parse as its DOM holds the body: a repeated name's last value (the
+// one an upstream gets, written from the DOM) and not the hidden first. It builds no DOM.
+TEST_F(DecideTest, BodyWalkReadsTheParseAsTheDomHoldsIt) {
+  const std::string messages = R"("messages":[{"role":"user","content":"hi"}])";
+  auto hidden = parse_chat_request("{" + messages + R"(,"user":"13812345678","user":"anonymous"})");
+  ASSERT_TRUE(hidden.ok());
+  expect_route(run(routed(*hidden)), "cloud-small", "default_pool");
+  auto last = parse_chat_request("{" + messages + R"(,"user":"anonymous","user":"13812345678"})");
+  ASSERT_TRUE(last.ok());
+  expect_route(run(routed(*last)), "refuse", "pii_pin");
+  // Keys are read too, and the extension is not (it never goes upstream).
+  auto key = parse_chat_request("{" + messages + R"(,"metadata":{"13812345678":1},"hengshi":{"tags":["x"]}})");
+  ASSERT_TRUE(key.ok());
+  const RouteInput input = routed(*key);
+  EXPECT_NE(std::find(input.forwarded_strings.begin(), input.forwarded_strings.end(), "13812345678"),
+            input.forwarded_strings.end());
+  EXPECT_EQ(std::find(input.forwarded_strings.begin(), input.forwarded_strings.end(), "tags"),
+            input.forwarded_strings.end());
+  EXPECT_EQ(key->body_dom, nullptr) << "routing built the DOM";
+}
+
 TEST_F(DecideTest, BodyWalkIsBoundedInDepth) {
   ChatRequest request = parsed(harmless_body());
   json deep = "13812345678";
   for (int depth = 0; depth < 63; ++depth) deep = json::array({std::move(deep)});
-  request.body["metadata"] = deep;  // the string sits at depth 64: still read
+  json body = request.body();
+  body["metadata"] = deep;  // the string sits at depth 64: still read
+  request.set_body(body);
   RouteInput input = routed(request);
   EXPECT_FALSE(input.has_non_text_parts);
   expect_route(run(input), "refuse", "pii_pin");
@@ -587,7 +610,8 @@ TEST_F(DecideTest, BodyWalkIsBoundedInDepth) {
   json deeper = "harmless";
   for (int depth = 0; depth < kMaxScanDepth + 10; ++depth)
     deeper = json::array({std::move(deeper)});
-  request.body["metadata"] = deeper;
+  body["metadata"] = deeper;
+  request.set_body(body);
   input = routed(request);
   EXPECT_EQ(input.non_text_kinds, std::vector<std::string>{"nesting_too_deep"});
   expect_route(run(input), "refuse", "pii_uncheckable");
@@ -1453,8 +1477,8 @@ TEST(RouteInputTest, ReadsTheRequest) {
   request.hengshi.task_type = "faq";
   request.hengshi.session_id = "s-9";
   request.max_tokens = 64;
-  request.body = nlohmann::json{{"response_format", {{"type", "json_schema"}}},
-                                {"tools", nlohmann::json::array({{{"type", "function"}}})}};
+  request.set_body(nlohmann::json{{"response_format", {{"type", "json_schema"}}},
+                                   {"tools", nlohmann::json::array({{{"type", "function"}}})}});
   request.response_format = "json_schema";  // parse_chat_request reads it from the body
   const RouteInput input = route_input(request, Budget::after(Millis(1234)));
   EXPECT_EQ(input.model, "auto");
