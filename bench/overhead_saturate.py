@@ -351,7 +351,9 @@ def main():
     ap.add_argument("--allocs", action="store_true",
                     help="also count heap allocations per request (perf probe on mimalloc; needs root)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="also print the top N entries of a perf profile of hengshi at c=64")
+                    help="also print the top N entries of a perf profile of hengshi (at --profile-at)")
+    ap.add_argument("--profile-at", type=int, default=64, metavar="C",
+                    help="the concurrency the profile is taken at (default 64)")
     ap.add_argument("--profile-data", metavar="FILE", help="keep that profile's recording in FILE")
     ap.add_argument("--build-dir", default=os.environ.get("HENGSHI_BUILD_DIR", os.path.join(ROOT, "build")))
     ap.add_argument("--hengshi", help="the gateway binary to measure (default: BUILD/src/cli/hengshi), "
@@ -565,7 +567,7 @@ pools:
             print(f"  {text:70} target {target}: {'ok' if ok else 'NOT MET'}")
         errors = sum(r["errors"] for r in results.values())
         if args.profile:
-            profile_top(paths[2][1], paths[2][2], gateway.pid, 64, args.seconds // 2 or 1, args.profile,
+            profile_top(paths[2][1], paths[2][2], gateway.pid, args.profile_at, args.seconds // 2 or 1, args.profile,
                         args.profile_data)
 
         if not args.no_stream:
