@@ -86,9 +86,19 @@ bool scan(simdjson::dom::element element, int depth, int max_depth, TextBeyondDo
         names.push_back(field.key);
         if (!scan(field.value, depth + 1, max_depth, beyond)) return false;
       }
-      if (!beyond.repeated_names && names.size() > 1) {
+      if (!beyond.repeated_names && names.size() > 8) {
         std::sort(names.begin(), names.end());
         beyond.repeated_names = std::adjacent_find(names.begin(), names.end()) != names.end();
+      } else if (!beyond.repeated_names) {
+        // A chat body's objects are small: comparing each pair (sizes first) beats sorting.
+        for (std::size_t i = 0; i < names.size() && !beyond.repeated_names; ++i) {
+          for (std::size_t j = i + 1; j < names.size(); ++j) {
+            if (names[i] == names[j]) {
+              beyond.repeated_names = true;
+              break;
+            }
+          }
+        }
       }
       return true;
     }

@@ -91,6 +91,9 @@ TEST(JsonFastParseTest, SaysWhetherAnyObjectRepeatsAName) {
   EXPECT_TRUE(repeats(R"({"messages":[{"role":"user","content":"x","content":"y"}]})", false));
   EXPECT_TRUE(repeats(R"([[{"deep":{"k":1,"k":2}}]])", false));
   EXPECT_FALSE(repeats(R"(["a","a"])", true)) << "equal strings in an array are no names";
+  // Wide objects (sorted, not compared pair by pair): a repeat among ten names, and none.
+  EXPECT_TRUE(repeats(R"({"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1,"b":2})", false));
+  EXPECT_FALSE(repeats(R"({"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1,"j":2})", true));
 }
 
 // A double keeps about 17 digits; the text may carry more (a 19-digit card written as
