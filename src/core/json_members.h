@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include <boost/container/small_vector.hpp>
@@ -56,5 +57,10 @@ inline JsonMembers sorted_members(simdjson::dom::object object) {
   members.resize(kept);
   return members;
 }
+
+// The value as dump_text() writes its nlohmann DOM, byte for byte: members sorted, a repeated
+// name once with its last value, nlohmann's number text. For keys computed from a body (the
+// cache's scope) without building the DOM. Recursive: the parse bounded the depth.
+void append_dom_text(std::string& out, simdjson::dom::element value);
 
 }  // namespace hengshi

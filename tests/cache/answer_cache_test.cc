@@ -281,6 +281,35 @@ TEST_F(AnswerCacheTest, UncacheableRequestsAreNamed) {
                                                                                          {"image_url", {{"url", "x"}}}},
                                                                                         {{"type", "text"}, {"text", "what is it"}}})}}})}})),
             "non_text_parts");
+  EXPECT_EQ(uncacheable(question("hi", {{"n", 1}})), std::nullopt);
+  EXPECT_EQ(uncacheable(question("hi", {{"n", nullptr}})), "n > 1");
+}
+
+// Keys are read from the request's parse as its DOM reads: the same scope for a body whatever the
+// order of its members or a repeated name's hidden first value, and the same as for a request
+// given that DOM (set_body), so keys stay what they were when they were computed from the DOM.
+TEST_F(AnswerCacheTest, TheScopeIsTheDomsWhateverTheTextsOrder) {
+  const ScopeParts parts{"cloud-small", "auto", "faq", "shared"};
+  const std::string a = R"({"model":"auto","temperature":1,"temperature":0.5,"stop":["x","y"],
+      "tools":[{"type":"function","function":{"name":"f","parameters":{"b":1,"a":[1.5,-0,1e3]}}}],
+      "messages":[{"role":"system","content":"be brief \u00e9 \"q\""},{"role":"user","content":"hi"}]})";
+  const std::string b = R"({"messages":[{"content":"be brief \u00e9 \"q\"","role":"system"},{"role":"user","content":"hi"}],
+      "tools":[{"function":{"parameters":{"a":[1.5,-0,1e3],"b":1},"name":"f"},"type":"function"}],
+      "stop":["x","y"],"temperature":0.5,"model":"auto"})";
+  auto from_a = parse_chat_request(a);
+  auto from_b = parse_chat_request(b);
+  ASSERT_TRUE(from_a.ok() && from_b.ok());
+  ChatRequest from_dom;
+  from_dom.messages = from_a->messages;
+  from_dom.set_body(json::parse(a));
+  EXPECT_EQ(scope_hash(*from_a, parts), scope_hash(*from_b, parts));
+  EXPECT_EQ(scope_hash(*from_a, parts), scope_hash(from_dom, parts));
+  // A value the DOM holds differently is another scope.
+  auto other = parse_chat_request(R"({"model":"auto","temperature":0.7,"messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(scope_hash(*from_a, parts), scope_hash(*other, parts));
+  EXPECT_EQ(uncacheable(*from_a), std::nullopt);
+  EXPECT_EQ(from_a->body_dom, nullptr) << "the cache's keys built the DOM";
 }
 
 }  // namespace

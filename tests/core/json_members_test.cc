@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
+
 namespace hengshi {
 namespace {
 
@@ -43,6 +45,23 @@ TEST(JsonMembersTest, SortedMembersAreTheDomsMembersInItsOrder) {
       EXPECT_EQ(members[i].key, it.key()) << text;
       EXPECT_EQ(nlohmann::json::parse(simdjson::to_string(members[i].value)), it.value()) << text << " " << it.key();
     }
+  }
+}
+
+// A body's parts are written as dump_text() writes nlohmann's DOM of them, byte for byte (the
+// cache's keys hash them).
+TEST(JsonMembersTest, DomTextIsTheDomsDump) {
+  for (const std::string& text :
+       {std::string(R"({"b":[1,-2,1.5,-0.25,1e3,2E-2,0,-0,18446744073709551615,-9223372036854775808],"a":null})"),
+        std::string(R"({"s":"\u00e9\ud83d\ude00 \"q\" \\ \n \u0001 </x>","t":true,"f":false,"e":{},"l":[]})"),
+        std::string(R"({"k":1,"k":{"z":[{"y":2,"x":3}]},"":"empty"})"), std::string(R"([0.1,100.0,1e20,-1.5e-7])"),
+        std::string(R"("just a string")")}) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    ASSERT_EQ(parser.parse(text).get(root), simdjson::SUCCESS) << text;
+    std::string written;
+    append_dom_text(written, root);
+    EXPECT_EQ(written, dump_text(nlohmann::json::parse(text))) << text;
   }
 }
 
