@@ -258,7 +258,7 @@ void collect_forwarded_strings(const JsonMembers& body, const std::vector<const 
           add_non_text(input, "nesting_too_deep");
           break;
         }
-        push_members(sorted_members(node.get_object().value_unsafe()), pending.depth + 1);  // copied into the stack
+        push_members(sorted_members(node.get_object().value_unsafe()), pending.depth + 1);
         break;
       case Type::ARRAY: {
         if (pending.depth >= kMaxScanDepth) {
