@@ -1,7 +1,8 @@
 // Fuzzes hengshi::parse_chat_request with arbitrary request bodies. It must answer every body with
 // a request or a 400, never throw; an accepted body must survive what the gateway then does with
-// it (forwarding upstream dumps it, routing reads the last user message). Members forwarded as
-// the caller wrote them must read back as exactly the DOM's (what the router checked).
+// it (forwarding upstream dumps it, routing reads the last user message). The DOM built from the
+// kept parse must be nlohmann's own reading of the body, and members forwarded as the caller
+// wrote them must read back as exactly that DOM's (what the router checked).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,11 +24,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const hengshi::ChatRequest& request = parsed.value();
   FUZZ_CHECK(!request.messages.empty());
   (void)request.last_user_text();
-  (void)request.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const nlohmann::json& dom = request.body();
+  (void)dom.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  nlohmann::json as_nlohmann = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  FUZZ_CHECK(!as_nlohmann.is_discarded() && as_nlohmann.is_object());
+  as_nlohmann.erase("hengshi");
+  FUZZ_CHECK(dom == as_nlohmann);
   if (request.forwarded_members) {
     const nlohmann::json members =
         nlohmann::json::parse("{" + *request.forwarded_members + "}", nullptr, /*allow_exceptions=*/false);
-    nlohmann::json expected = request.body;
+    nlohmann::json expected = dom;
     for (std::string_view name : hengshi::kMembersWrittenAgain) expected.erase(std::string(name));
     FUZZ_CHECK(members == expected);
   }
