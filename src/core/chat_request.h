@@ -79,9 +79,10 @@ struct ChatRequest {
   // - body_root(): simdjson's parse of it, which the request keeps (a tape and a string buffer).
   //   The validation and the router's PII walk read it; its root object may hold "hengshi".
   //   False when the request has no body (built by hand without set_body).
-  // - body(): a nlohmann DOM without "hengshi", built from that parse on the first call. The
-  //   cache key, a shadow call and an upstream body that cannot splice forwarded_members read
-  //   it; a proxied request never builds it.
+  // - body(): a nlohmann DOM without "hengshi", built from that parse on the first call. A
+  //   shadow call, an upstream body that cannot splice forwarded_members and a stream merging
+  //   the caller's stream_options read it; a proxied request never builds it, nor do the
+  //   cache's keys (they hash the parse).
   bool body_root(simdjson::dom::element& root) const;
   const nlohmann::json& body() const;
   // For a request built in the gateway or a test: `body` becomes both forms (its text is

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include <boost/container/small_vector.hpp>
@@ -14,11 +13,12 @@ namespace {
 
 using nlohmann::json;
 
-bool build(simdjson::dom::element element, json& out, int depth, int max_depth, TextBeyondDom& beyond) {
+// The DOM of a parsed value, as nlohmann's parser makes it. The depth was checked by scan():
+// recursion is bounded by the text's nesting.
+void build(simdjson::dom::element element, json& out) {
   using Type = simdjson::dom::element_type;
   switch (element.type()) {
     case Type::ARRAY: {
-      if (depth > max_depth) return false;
       out = json::array();
       // Named, not a temporary in the range-for: g++ 12 warns of a dangling tape pointer otherwise.
       const simdjson::dom::array items = element.get_array().value_unsafe();
@@ -27,22 +27,19 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth, 
       out.get_ref<json::array_t&>().reserve(std::min<std::size_t>(items.size(), 4096));
       for (simdjson::dom::element item : items) {
         out.push_back(nullptr);
-        if (!build(item, out.back(), depth + 1, max_depth, beyond)) return false;
+        build(item, out.back());
       }
-      return true;
+      return;
     }
     case Type::OBJECT: {
-      if (depth > max_depth) return false;
       out = json::object();
       const simdjson::dom::object fields = element.get_object().value_unsafe();
       auto& members = out.get_ref<json::object_t&>();
       for (simdjson::dom::key_value_pair field : fields) {
         // A repeated name overwrites: the last one wins, as in nlohmann's parser.
-        const auto [member, added] = members.try_emplace(std::string(field.key));
-        if (!added) beyond.repeated_names = true;  // build() below replaces the earlier value
-        if (!build(field.value, member->second, depth + 1, max_depth, beyond)) return false;
+        build(field.value, members[std::string(field.key)]);
       }
-      return true;
+      return;
     }
     case Type::INT64: {
       const std::int64_t value = element.get_int64().value_unsafe();
@@ -51,22 +48,18 @@ bool build(simdjson::dom::element element, json& out, int depth, int max_depth, 
       } else {
         out = value;
       }
-      return true;
+      return;
     }
-    case Type::UINT64: out = element.get_uint64().value_unsafe(); return true;
-    case Type::DOUBLE:
-      if (depth > 2) beyond.nested_doubles = true;  // the root is depth 1, its members' values 2
-      out = element.get_double().value_unsafe();
-      return true;
-    case Type::STRING: out = std::string(element.get_string().value_unsafe()); return true;
-    case Type::BOOL: out = element.get_bool().value_unsafe(); return true;
-    case Type::NULL_VALUE: out = nullptr; return true;
+    case Type::UINT64: out = element.get_uint64().value_unsafe(); return;
+    case Type::DOUBLE: out = element.get_double().value_unsafe(); return;
+    case Type::STRING: out = std::string(element.get_string().value_unsafe()); return;
+    case Type::BOOL: out = element.get_bool().value_unsafe(); return;
+    case Type::NULL_VALUE: out = nullptr; return;
   }
-  return false;
 }
 
-// What build() finds out, without building: the depth limit and TextBeyondDom. Recursion is
-// bounded by `max_depth` (checked before going down).
+// The depth limit and TextBeyondDom, in one walk. Recursion is bounded by `max_depth` (checked
+// before going down).
 bool scan(simdjson::dom::element element, int depth, int max_depth, TextBeyondDom& beyond) {
   using Type = simdjson::dom::element_type;
   switch (element.type()) {
@@ -103,7 +96,7 @@ bool scan(simdjson::dom::element element, int depth, int max_depth, TextBeyondDo
       return true;
     }
     case Type::DOUBLE:
-      if (depth > 2) beyond.nested_doubles = true;  // as in build()
+      if (depth > 2) beyond.nested_doubles = true;  // the root is depth 1, its members' values 2
       return true;
     default:
       return true;
@@ -132,27 +125,7 @@ bool parse_json_document(std::string_view text, int max_depth, simdjson::dom::do
 
 json to_nlohmann(const simdjson::dom::element& element) {
   json out;
-  TextBeyondDom ignored;
-  // The depth was checked when the text was parsed.
-  build(element, out, 1, std::numeric_limits<int>::max() - 1, ignored);
-  return out;
-}
-
-std::optional<json> parse_json_fast(std::string_view text, int max_depth, TextBeyondDom* beyond) {
-  // This thread's parser and a padded copy of the text keep their buffers between calls: no
-  // allocation per request once warm (simdjson reads up to its padding past the end).
-  thread_local simdjson::dom::parser parser;
-  thread_local std::string padded;
-  padded.assign(text);
-  padded.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-  simdjson::dom::element root;
-  if (parser.parse(padded.data(), padded.size(), /*realloc_if_needed=*/false).get(root) != simdjson::SUCCESS) {
-    return std::nullopt;
-  }
-  json out;
-  TextBeyondDom found;
-  if (!build(root, out, 1, max_depth, found)) return std::nullopt;
-  if (beyond != nullptr) *beyond = found;
+  build(element, out);
   return out;
 }
 
