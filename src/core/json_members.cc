@@ -1,23 +1,8 @@
 #include "core/json_members.h"
 
-#include <charconv>
-#include <cmath>
-#include <cstdint>
-
-#include <nlohmann/json.hpp>
-
 #include "core/json_text.h"
 
 namespace hengshi {
-namespace {
-
-template <typename Integer>
-void append_integer(std::string& out, Integer value) {
-  char digits[24];
-  out.append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
-}
-
-}  // namespace
 
 void append_dom_text(std::string& out, simdjson::dom::element value) {
   using Type = simdjson::dom::element_type;
@@ -49,18 +34,9 @@ void append_dom_text(std::string& out, simdjson::dom::element value) {
     }
     case Type::STRING: append_json_string(out, value.get_string().value_unsafe()); return;
     case Type::BOOL: out += value.get_bool().value_unsafe() ? "true" : "false"; return;
-    case Type::INT64: append_integer(out, value.get_int64().value_unsafe()); return;
-    case Type::UINT64: append_integer(out, value.get_uint64().value_unsafe()); return;
-    case Type::DOUBLE: {
-      const double number = value.get_double().value_unsafe();
-      if (!std::isfinite(number)) {
-        out += "null";
-        return;
-      }
-      char digits[64];  // nlohmann's own float text, as dump_text writes it
-      out.append(digits, nlohmann::detail::to_chars(digits, digits + sizeof digits, number));
-      return;
-    }
+    case Type::INT64: append_dom_integer(out, value.get_int64().value_unsafe()); return;
+    case Type::UINT64: append_dom_integer(out, value.get_uint64().value_unsafe()); return;
+    case Type::DOUBLE: append_dom_double(out, value.get_double().value_unsafe()); return;
     case Type::NULL_VALUE: out += "null"; return;
   }
 }

@@ -20,6 +20,18 @@ void append_integer(std::string& out, Integer value) {
 
 }  // namespace
 
+void append_dom_integer(std::string& out, std::int64_t value) { append_integer(out, value); }
+void append_dom_integer(std::string& out, std::uint64_t value) { append_integer(out, value); }
+
+void append_dom_double(std::string& out, double value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  char digits[64];
+  out.append(digits, nlohmann::detail::to_chars(digits, digits + sizeof digits, value));
+}
+
 std::string dump_text(const nlohmann::json& value) {
   std::string out;
   append_dump_text(out, value);
@@ -55,19 +67,9 @@ void append_dump_text(std::string& out, const nlohmann::json& value) {
     }
     case Type::string: append_json_string(out, value.get_ref<const std::string&>()); return;
     case Type::boolean: out += value.get<bool>() ? "true" : "false"; return;
-    case Type::number_integer: append_integer(out, value.get<std::int64_t>()); return;
-    case Type::number_unsigned: append_integer(out, value.get<std::uint64_t>()); return;
-    case Type::number_float: {
-      const double number = value.get<double>();
-      if (!std::isfinite(number)) {
-        out += "null";
-        return;
-      }
-      // nlohmann's own float text ("1.0", "0.0001", "1e+20"), so a dump reads as nlohmann's did.
-      char digits[64];
-      out.append(digits, nlohmann::detail::to_chars(digits, digits + sizeof digits, number));
-      return;
-    }
+    case Type::number_integer: append_dom_integer(out, value.get<std::int64_t>()); return;
+    case Type::number_unsigned: append_dom_integer(out, value.get<std::uint64_t>()); return;
+    case Type::number_float: append_dom_double(out, value.get<double>()); return;
     case Type::null:
     case Type::discarded: out += "null"; return;
     case Type::binary:  // never parsed from text, never on a request's path: nlohmann's own form

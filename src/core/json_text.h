@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -41,6 +42,13 @@ void append_json_string(std::string& out, std::string_view text);
 
 // A number as JSON (shortest text that reads back the same); null when not finite.
 void append_json_number(std::string& out, double value);
+
+// Numbers as dump_text() writes a DOM's: integers in decimal, a double in nlohmann's own text
+// ("1.0", "0.0001", "1e+20"), null when not finite. The writers of a DOM's text from another
+// parse (core/json_members.h) use these too, so both write the same bytes.
+void append_dom_integer(std::string& out, std::int64_t value);
+void append_dom_integer(std::string& out, std::uint64_t value);
+void append_dom_double(std::string& out, double value);
 
 // `object_text` (one serialised JSON object without a member called `name`) with
 // `"name": value_json` added as its last member. `name` is a fixed ASCII name of the gateway's.
