@@ -21,7 +21,7 @@ class ForwardBody {
   const nlohmann::json& dom() const { return dom_ != nullptr ? *dom_ : request_->body(); }
   // The body holds a "stream_options" object (what a stream's body merges include_usage into).
   bool has_stream_options() const {
-    if (request_ != nullptr) return request_->sent_stream_options;
+    if (request_ != nullptr) return request_->sent_stream_options();
     const auto it = dom_->is_object() ? dom_->find("stream_options") : dom_->end();
     return it != dom_->end() && it->is_object();
   }

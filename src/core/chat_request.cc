@@ -166,14 +166,18 @@ const json& ChatRequest::body() const {
   return *body_dom;
 }
 
+bool ChatRequest::sent_stream_options() const {
+  element root;
+  element options;
+  return body_root(root) && is_object(root) && member(root, "stream_options"sv, options) && is_object(options);
+}
+
 void ChatRequest::set_body(json body) {
   auto document = std::make_shared<simdjson::dom::document>();
   // A DOM built in the gateway nests no deeper than what it came from; a test's may: unread then.
   parsed_body = parse_json_document(dump_text(body), std::numeric_limits<int>::max() - 1, *document)
                     ? std::shared_ptr<const simdjson::dom::document>(std::move(document))
                     : nullptr;
-  const auto options = body.is_object() ? body.find("stream_options") : body.end();
-  sent_stream_options = body.is_object() && options != body.end() && options->is_object();
   body_dom = std::make_shared<const json>(std::move(body));
   forwarded_members.reset();
 }
@@ -327,7 +331,6 @@ Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
     if (!is_object(*opts)) {
       return bad("invalid_type", "stream_options must be an object", "stream_options");
     }
-    req.sent_stream_options = true;
     if (element include; member(*opts, "include_usage"sv, include)) {
       if (!is_boolean(include)) {
         return bad("invalid_type", "stream_options.include_usage must be a boolean",

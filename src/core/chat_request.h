@@ -62,7 +62,6 @@ struct ChatRequest {
   std::optional<std::int64_t> seed;
   std::string response_format;              // response_format.type, "" when not set
   HengshiExtension hengshi;
-  bool sent_stream_options = false;         // the body holds a "stream_options" object
   // The body's members other than kMembersWrittenAgain, as the caller wrote them (json_raw_members),
   // when the parse vouched that they hold what `body` holds (TextBeyondDom): no object repeats a
   // member name (the DOM keeps the last value, an upstream's reader may take the first) and no
@@ -86,8 +85,10 @@ struct ChatRequest {
   bool body_root(simdjson::dom::element& root) const;
   const nlohmann::json& body() const;
   // For a request built in the gateway or a test: `body` becomes both forms (its text is
-  // parsed again); forwarded_members is reset and sent_stream_options follows the body.
+  // parsed again); forwarded_members is reset.
   void set_body(nlohmann::json body);
+  // The body holds a "stream_options" object (its last, as the DOM holds it), read from the parse.
+  bool sent_stream_options() const;
 
   // Set by parse_chat_request and set_body; shared by copies (neither changes after).
   std::shared_ptr<const simdjson::dom::document> parsed_body;

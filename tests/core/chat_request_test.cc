@@ -157,7 +157,7 @@ TEST(ChatRequestTest, SetBodyGivesBothForms) {
   request.forwarded_members = "\"x\":1";
   request.set_body({{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream_options", {{"include_usage", true}}}});
   EXPECT_FALSE(request.forwarded_members.has_value());
-  EXPECT_TRUE(request.sent_stream_options);
+  EXPECT_TRUE(request.sent_stream_options());
   EXPECT_EQ(request.body()["messages"][0]["content"], "hi");
   EXPECT_NE(request.parsed_body, nullptr);  // the router's walk reads this form
 }
