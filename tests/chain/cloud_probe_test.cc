@@ -30,7 +30,7 @@ using hengshi::testing::ChildProcess;
 using hengshi::testing::wait_until;
 using namespace std::chrono_literals;
 
-constexpr const char* kKeyEnv = "HENGSHI_CHAIN_PROBE_TEST_KEY";
+constexpr const char* kProbeKeyEnv = "HENGSHI_CHAIN_PROBE_TEST_KEY";
 
 ChildProcess start_sim(const std::string& listen = "127.0.0.1:0") {
   return ChildProcess::start(
@@ -56,15 +56,15 @@ Millis since(Clock::time_point start) {
 
 class CloudProbeTest : public ::testing::Test {
  protected:
-  void SetUp() override { ::setenv(kKeyEnv, "sk-probe-test", 1); }
-  void TearDown() override { ::unsetenv(kKeyEnv); }
+  void SetUp() override { ::setenv(kProbeKeyEnv, "sk-probe-test", 1); }
+  void TearDown() override { ::unsetenv(kProbeKeyEnv); }
 
   static UpstreamConfig member(const std::string& url, const std::string& name = "small-1") {
     UpstreamConfig config;
     config.name = name;
     config.base_url = url;
     config.model = "sim-small";
-    config.api_key_env = kKeyEnv;
+    config.api_key_env = kProbeKeyEnv;
     config.connect_timeout_ms = 1000;
     config.ttft_timeout_ms = 5000;
     config.total_timeout_ms = 10000;

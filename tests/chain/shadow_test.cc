@@ -29,7 +29,7 @@ using hengshi::testing::wait_until;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-constexpr const char* kKeyEnv = "HENGSHI_SHADOW_TEST_KEY";
+constexpr const char* kShadowKeyEnv = "HENGSHI_SHADOW_TEST_KEY";
 
 // ---- text_similarity ----
 
@@ -198,7 +198,7 @@ double shadow_total(const std::string& outcome) {
 class ShadowRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::setenv(kKeyEnv, "sk-shadow-test", 1);
+    ::setenv(kShadowKeyEnv, "sk-shadow-test", 1);
     log_path_ = temp_path("shadow-log.jsonl");
     auto opened = obs::RequestLog::open(log_path_);
     ASSERT_TRUE(opened.ok());
@@ -220,7 +220,7 @@ class ShadowRunnerTest : public ::testing::Test {
     pool_.reset();
     log_.reset();
     std::remove(log_path_.c_str());
-    ::unsetenv(kKeyEnv);
+    ::unsetenv(kShadowKeyEnv);
   }
 
   void make_pool(const std::string& url, std::int64_t ttft_timeout_ms = 5000) {
@@ -228,7 +228,7 @@ class ShadowRunnerTest : public ::testing::Test {
     member.name = "small-1";
     member.base_url = url;
     member.model = "sim-small";
-    member.api_key_env = kKeyEnv;
+    member.api_key_env = kShadowKeyEnv;
     member.connect_timeout_ms = 1000;
     member.ttft_timeout_ms = ttft_timeout_ms;
     member.total_timeout_ms = 20000;

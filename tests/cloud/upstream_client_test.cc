@@ -20,6 +20,7 @@
 #include "cloud/test_tls.h"
 #include "obs/metrics.h"
 #include "support/run_until_done.h"
+#include "support/text_checks.h"
 
 namespace hengshi::cloud {
 namespace {
@@ -31,7 +32,7 @@ using testing::FakeUpstream;
 using testing::completion_body;
 using namespace std::chrono_literals;
 
-const json kRequest = {
+const json kChatRequest = {
     {"model", "cloud-small"},
     {"messages", {{{"role", "user"}, {"content", "hello \"there\"\n"}}}},
     {"temperature", 0.5},
@@ -39,7 +40,7 @@ const json kRequest = {
 };
 
 json stream_request(bool include_usage) {
-  json request = kRequest;
+  json request = kChatRequest;
   request["stream"] = true;
   if (include_usage) request["stream_options"] = {{"include_usage", true}};
   return request;
@@ -106,7 +107,7 @@ class UpstreamClientTest : public ::testing::Test {
   awaitable<Result<UpstreamReply, UpstreamError>> complete(UpstreamClient& c,
                                                            Deadline deadline = Deadline::never(),
                                                            CancelToken cancel = {}) {
-    co_return co_await c.complete(kRequest, deadline, cancel);
+    co_return co_await c.complete(kChatRequest, deadline, cancel);
   }
 
   // A stream whose chunks are collected into `chunks`.
@@ -181,7 +182,7 @@ TEST_F(UpstreamClientTest, NonStreamRoundTrip) {
   auto sent = json::parse(requests[0].body);
   EXPECT_EQ(sent["model"], "upstream-model");
   EXPECT_EQ(sent["stream"], false);
-  EXPECT_EQ(sent["messages"], kRequest["messages"]);
+  EXPECT_EQ(sent["messages"], kChatRequest["messages"]);
   EXPECT_EQ(sent["temperature"], 0.5);
   EXPECT_FALSE(sent.contains("hengshi"));
   EXPECT_FALSE(sent.contains("stream_options"));
@@ -781,7 +782,7 @@ TEST_F(UpstreamClientTest, PoolDelegatesToAMember) {
   auto pool = CloudPool::create(config, nullptr);
   ASSERT_TRUE(pool.ok()) << pool.error().message;
   auto reply = run([&]() -> awaitable<Result<UpstreamReply, UpstreamError>> {
-    co_return co_await (*pool)->complete(kRequest, Deadline::never(), CancelToken{});
+    co_return co_await (*pool)->complete(kChatRequest, Deadline::never(), CancelToken{});
   });
   ASSERT_TRUE(reply.ok()) << reply.error().message;
   EXPECT_EQ(reply->upstream, "only");
@@ -844,7 +845,7 @@ TEST_F(UpstreamClientTest, PoolWithEveryMemberFullIsOverloaded) {
     asio::co_spawn(
         strand_,
         [&]() -> awaitable<void> {
-          auto ignored = co_await (*pool)->complete(kRequest, Deadline::never(), cancel);
+          auto ignored = co_await (*pool)->complete(kChatRequest, Deadline::never(), cancel);
         },
         asio::detached);
     EXPECT_TRUE(co_await arrived.wait());
@@ -893,14 +894,7 @@ class LogCapture {
   std::ostringstream text_;
 };
 
-bool dumps_strictly(const std::string& text) {
-  try {
-    (void)json(text).dump();
-    return true;
-  } catch (const json::exception&) {
-    return false;
-  }
-}
+using hengshi::testing::dumps_strictly;  // support/text_checks.h
 
 TEST_F(UpstreamClientTest, UpstreamAuthFailureIsA502WithItsMessageOnlyInTheLog) {
   FakeUpstream fake;

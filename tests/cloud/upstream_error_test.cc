@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/text_checks.h"
+
 namespace hengshi::cloud {
 namespace {
 
@@ -93,15 +95,7 @@ TEST(UpstreamError, KindNames) {
   EXPECT_STREQ(to_string(UpstreamErrorKind::auth_failed), "auth_failed");
 }
 
-// Valid UTF-8 the way nlohmann's strict dump() checks it: it throws on anything else.
-bool dumps_strictly(const std::string& text) {
-  try {
-    (void)nlohmann::json(text).dump();
-    return true;
-  } catch (const nlohmann::json::exception&) {
-    return false;
-  }
-}
+using hengshi::testing::dumps_strictly;  // support/text_checks.h
 
 TEST(UpstreamError, AuthFailureKeepsTheUpstreamsMessageOutOfTheResponse) {
   UpstreamError error = make(UpstreamErrorKind::auth_failed);

@@ -20,7 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() { return testing::source_path(""); }
 
 // One model trained on the small fixture for the whole suite; each test that tampers with a
 // model works on its own copy.
@@ -32,7 +31,7 @@ class IntentEngineTest : public ::testing::Test {
                           std::to_string(std::random_device{}())));
     fs::create_directories(*work_);
     TrainOptions options;
-    options.data_path = source_dir() / "tests/edge/fixtures/intent_small.jsonl";
+    options.data_path = testing::source_path("tests/edge/fixtures/intent_small.jsonl");
     options.out_dir = *work_ / "model";
     options.autotune_budget_s = 0;
     auto report = train_intent_model(options);

@@ -18,9 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() { return testing::source_path(""); }
 
-fs::path fixture(const std::string& name) { return source_dir() / "tests/edge/fixtures" / name; }
+fs::path fixture(const std::string& name) {
+  return fs::path(testing::source_path("tests/edge/fixtures")) / name;
+}
 
 class IntentTrainerTest : public ::testing::Test {
  protected:
@@ -274,7 +275,7 @@ TEST_F(IntentTrainerTest, RejectsAWordVectorFileWithoutItsHeader) {
 // The demo FAQ shipped for `scripts/run` must train and answer new phrasings at the edge.
 TEST_F(IntentTrainerTest, DemoFaqAnswersUnseenQuestions) {
   TrainOptions options;
-  options.data_path = source_dir() / "data/demo_faq.jsonl";
+  options.data_path = testing::source_path("data/demo_faq.jsonl");
   options.out_dir = work_ / "demo";
   auto report = train_intent_model(options);
   ASSERT_TRUE(report) << report.error().message;

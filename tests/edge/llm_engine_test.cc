@@ -23,6 +23,7 @@
 #include "core/asio.h"
 #include "edge/llm_test_model.h"
 #include "obs/metrics.h"
+#include "support/text_checks.h"
 
 namespace hengshi::edge {
 namespace {
@@ -97,11 +98,7 @@ void expect_valid_confidence(const Generation& g) {
   EXPECT_LE(c.sum_logprob, 0.0);
 }
 
-std::string join(const std::vector<std::string>& pieces) {
-  std::string all;
-  for (const auto& piece : pieces) all += piece;
-  return all;
-}
+using testing::concat;  // support/text_checks.h
 
 TEST_F(LlmEngineTest, LoadsTheModelWithItsChatTemplate) {
   auto engine = load(config());
@@ -148,7 +145,7 @@ TEST_F(LlmEngineTest, GeneratesAndStreamsPiecesThatMakeTheAnswer) {
   EXPECT_GT(g.completion_tokens, 0);
   EXPECT_LE(g.completion_tokens, 24);
   EXPECT_FALSE(pieces.empty());
-  EXPECT_EQ(join(pieces), g.text);
+  EXPECT_EQ(concat(pieces), g.text);
   EXPECT_NE(worker, caller);  // generation ran on the engine's worker
   expect_valid_confidence(g);
   EXPECT_GT(g.generation.count(), 0);
@@ -208,7 +205,7 @@ TEST_F(LlmEngineTest, StopSequenceEndsTheAnswerBeforeIt) {
   ASSERT_TRUE(stopped.ok());
   EXPECT_EQ(stopped->finish_reason, FinishReason::stop);
   EXPECT_EQ(stopped->text, free_run->text.substr(0, at));
-  EXPECT_EQ(join(pieces), stopped->text);
+  EXPECT_EQ(concat(pieces), stopped->text);
   EXPECT_EQ(stopped->text.find(stop), std::string::npos);
 }
 
@@ -313,7 +310,7 @@ TEST_F(LlmEngineTest, AsyncGenerateStreamsOnTheCallersExecutor) {
   ASSERT_TRUE(result.has_value());
   ASSERT_TRUE(result->ok()) << result->error().message;
   EXPECT_EQ((*result)->text, expected->text);
-  EXPECT_EQ(join(pieces), (*result)->text);
+  EXPECT_EQ(concat(pieces), (*result)->text);
   for (auto id : piece_threads) EXPECT_EQ(id, std::this_thread::get_id());
 }
 

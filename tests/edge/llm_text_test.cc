@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "support/text_checks.h"
+
 namespace hengshi::edge {
 namespace {
 
@@ -21,11 +23,7 @@ std::vector<std::string> run_filter(StopFilter& filter, const std::vector<std::s
   return out;
 }
 
-std::string join(const std::vector<std::string>& parts) {
-  std::string all;
-  for (const auto& part : parts) all += part;
-  return all;
-}
+using testing::concat;  // support/text_checks.h
 
 TEST(Utf8Tail, CountsOnlyAnUnfinishedCharacter) {
   EXPECT_EQ(incomplete_utf8_tail(""), 0u);
@@ -40,7 +38,7 @@ TEST(Utf8Tail, CountsOnlyAnUnfinishedCharacter) {
 TEST(StopFilter, PassesTextThroughWithoutStops) {
   StopFilter filter({});
   auto out = run_filter(filter, {"Hel", "lo", " world"});
-  EXPECT_EQ(join(out), "Hello world");
+  EXPECT_EQ(concat(out), "Hello world");
   EXPECT_EQ(filter.emitted(), "Hello world");
   EXPECT_FALSE(filter.stopped());
 }
@@ -48,7 +46,7 @@ TEST(StopFilter, PassesTextThroughWithoutStops) {
 TEST(StopFilter, CutsAtAStopSequenceInsideOnePiece) {
   StopFilter filter({"END"});
   auto out = run_filter(filter, {"abc", "dEND tail", "more"});
-  EXPECT_EQ(join(out), "abcd");
+  EXPECT_EQ(concat(out), "abcd");
   EXPECT_TRUE(filter.stopped());
   EXPECT_EQ(filter.emitted(), "abcd");
 }
@@ -75,7 +73,7 @@ TEST(StopFilter, ReleasesAHeldPrefixThatDidNotBecomeAStop) {
 TEST(StopFilter, EarliestOfSeveralStopsWins) {
   StopFilter filter({"zz", "b"});
   auto out = run_filter(filter, {"aazzab"});
-  EXPECT_EQ(join(out), "aa");
+  EXPECT_EQ(concat(out), "aa");
 }
 
 TEST(StopFilter, NeverSplitsAUtf8Character) {

@@ -16,6 +16,8 @@
 #include "edge/intent_trainer.h"
 #include "support/child_process.h"
 
+#include "support/text_checks.h"
+
 namespace hengshi::router {
 namespace {
 
@@ -25,9 +27,7 @@ fs::path source_dir() { return testing::source_path(""); }
 
 fs::path fixture(const std::string& name) { return source_dir() / "tests/edge/fixtures" / name; }
 
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;  // support/text_checks.h
 
 // A fixed clock, so two calibrations of the same rows give the same file byte for byte.
 std::chrono::system_clock::time_point fixed_now() {

@@ -17,6 +17,7 @@
 #include "router/complexity.h"
 #include "router/router_policy.h"
 #include "router/thresholds.h"
+#include "support/pii_samples.h"
 
 namespace hengshi::router {
 namespace {
@@ -25,25 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 // ---- PII fixtures, computed rather than copied so the checksums are known to be right ----
 
-// The MOD 11-2 check character of a resident ID's first 17 digits.
-char id_check_char(std::string_view first17) {
-  static constexpr int kWeights[17] = {7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2};
-  static constexpr char kCheck[] = "10X98765432";
-  int sum = 0;
-  for (std::size_t i = 0; i < 17; ++i) sum += (first17[i] - '0') * kWeights[i];
-  return kCheck[sum % 11];
-}
-
-bool luhn_valid(std::string_view digits) {
-  int sum = 0;
-  bool twice = false;
-  for (auto it = digits.rbegin(); it != digits.rend(); ++it, twice = !twice) {
-    int digit = *it - '0';
-    if (twice) digit = digit * 2 > 9 ? digit * 2 - 9 : digit * 2;
-    sum += digit;
-  }
-  return sum % 10 == 0;
-}
+using testing::id_check_char;  // support/pii_samples.h
+using testing::luhn_valid;
 
 // `prefix` followed by the Luhn check digit that makes the whole number valid.
 std::string luhn_complete(std::string prefix) {

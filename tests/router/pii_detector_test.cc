@@ -7,24 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "support/pii_samples.h"
+
 namespace hengshi::router {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-// Test numbers are computed, not copied: these helpers apply the same published algorithms.
-int luhn_sum(const std::string& digits) {
-  int sum = 0;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    int digit = digits[digits.size() - 1 - i] - '0';
-    if (i % 2 == 1) digit = digit * 2 > 9 ? digit * 2 - 9 : digit * 2;
-    sum += digit;
-  }
-  return sum;
-}
-
-bool luhn_valid(const std::string& digits) { return luhn_sum(digits) % 10 == 0; }
+// Test numbers are computed, not copied (support/pii_samples.h applies the published algorithms).
+using testing::id_check_char;
+using testing::luhn_valid;
 
 // `payload` plus the digit that makes it Luhn-valid.
 std::string with_luhn_digit(const std::string& payload) {
@@ -33,14 +26,6 @@ std::string with_luhn_digit(const std::string& payload) {
   }
   ADD_FAILURE() << "no Luhn digit for " << payload;
   return payload;
-}
-
-// GB 11643: weights 2^(17-i) mod 11, check chars "10X98765432" by sum mod 11.
-char id_check_char(const std::string& first17) {
-  constexpr std::array<int, 17> kWeights = {7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2};
-  int sum = 0;
-  for (std::size_t i = 0; i < 17; ++i) sum += (first17[i] - '0') * kWeights[i];
-  return std::string_view("10X98765432")[static_cast<std::size_t>(sum % 11)];
 }
 
 std::string with_id_check(const std::string& first17) { return first17 + id_check_char(first17); }

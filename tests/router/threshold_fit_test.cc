@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "support/text_checks.h"
+
 namespace hengshi::router {
 namespace {
 
 constexpr double kZ = 1.6448536269514722;  // one-sided 95%: the standard normal's 0.95 quantile
 
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;  // support/text_checks.h
 
 // `count` predictions of `intent` at `confidence`, `passes` of them right (the rest are truly
 // "other"), task type faq.

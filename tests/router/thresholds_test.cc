@@ -11,12 +11,12 @@
 
 #include "router/threshold_fit.h"
 
+#include "support/text_checks.h"
+
 namespace hengshi::router {
 namespace {
 
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;  // support/text_checks.h
 
 ThresholdsFile sample_file() {
   ThresholdsFile file;
@@ -249,7 +249,7 @@ TEST(ThresholdsTest, VersionNamesTimeAndContent) {
 // --- fit_band ---
 
 // `count` predictions at `confidence`, `passes` of them right; the rest predict "other".
-void add_rows(std::vector<LabelledPrediction>& rows, double confidence, int count, int passes,
+void add_task_rows(std::vector<LabelledPrediction>& rows, double confidence, int count, int passes,
               const std::string& task = "faq") {
   for (int i = 0; i < count; ++i) {
     rows.push_back(
@@ -273,9 +273,9 @@ TEST(FitBandTest, EdgePassDefinition) {
 
 TEST(FitBandTest, PicksTheLowestThresholdMeetingTheTarget) {
   std::vector<LabelledPrediction> rows;
-  add_rows(rows, 0.95, 100, 100);
-  add_rows(rows, 0.85, 100, 95);  // cumulative 195/200 = 0.975
-  add_rows(rows, 0.75, 100, 80);  // cumulative 275/300 < 0.97
+  add_task_rows(rows, 0.95, 100, 100);
+  add_task_rows(rows, 0.85, 100, 95);  // cumulative 195/200 = 0.975
+  add_task_rows(rows, 0.75, 100, 80);  // cumulative 275/300 < 0.97
   for (int i = 0; i < 50; ++i) rows.push_back({"faq", "__oos__", "__oos__", 0.2, true});
   const FitResult fit = fit_band(rows, 0.97);
   EXPECT_TRUE(fit.reachable);
@@ -296,10 +296,10 @@ TEST(FitBandTest, PicksTheLowestThresholdMeetingTheTarget) {
 
 TEST(FitBandTest, LowestQualifyingThresholdNotTheFirstCrossing) {
   std::vector<LabelledPrediction> rows;
-  add_rows(rows, 0.95, 100, 100);  // 1.0: qualifies
-  add_rows(rows, 0.93, 10, 5);     // 105/110: fails
-  add_rows(rows, 0.91, 200, 200);  // 305/310 = 0.984: qualifies again, lower
-  add_rows(rows, 0.5, 50, 10);
+  add_task_rows(rows, 0.95, 100, 100);  // 1.0: qualifies
+  add_task_rows(rows, 0.93, 10, 5);     // 105/110: fails
+  add_task_rows(rows, 0.91, 200, 200);  // 305/310 = 0.984: qualifies again, lower
+  add_task_rows(rows, 0.5, 50, 10);
   const FitResult fit = fit_band(rows, 0.97);
   EXPECT_DOUBLE_EQ(fit.high, 0.91);
   EXPECT_NEAR(fit.precision_at_high, 305.0 / 310.0, 1e-12);
@@ -307,8 +307,8 @@ TEST(FitBandTest, LowestQualifyingThresholdNotTheFirstCrossing) {
 
 TEST(FitBandTest, UnreachableTargetDisablesTheEdge) {
   std::vector<LabelledPrediction> rows;
-  add_rows(rows, 0.9, 200, 150);
-  add_rows(rows, 0.6, 200, 100);
+  add_task_rows(rows, 0.9, 200, 150);
+  add_task_rows(rows, 0.6, 200, 100);
   const FitResult fit = fit_band(rows, 0.97);
   EXPECT_FALSE(fit.reachable);
   EXPECT_DOUBLE_EQ(fit.high, kEdgeNever);
@@ -318,7 +318,7 @@ TEST(FitBandTest, UnreachableTargetDisablesTheEdge) {
 
   // Perfect but too few answers to trust.
   std::vector<LabelledPrediction> few;
-  add_rows(few, 0.99, 10, 10);
+  add_task_rows(few, 0.99, 10, 10);
   const FitResult small = fit_band(few, 0.97, 20);
   EXPECT_FALSE(small.reachable);
   EXPECT_DOUBLE_EQ(small.high, kEdgeNever);
@@ -333,8 +333,8 @@ TEST(FitBandTest, UnreachableTargetDisablesTheEdge) {
 
 TEST(FitBandTest, NonMonotonicTopBucketUnderTargetDisablesTheEdge) {
   std::vector<LabelledPrediction> rows;
-  add_rows(rows, 0.95, 100, 91);   // top bucket 0.91
-  add_rows(rows, 0.85, 400, 392);  // 0.98 below; cumulative 483/500 = 0.966 meets 0.96
+  add_task_rows(rows, 0.95, 100, 91);   // top bucket 0.91
+  add_task_rows(rows, 0.85, 400, 392);  // 0.98 below; cumulative 483/500 = 0.966 meets 0.96
   const FitResult fit = fit_band(rows, 0.96);
   EXPECT_TRUE(fit.reachable);  // the search alone would answer from 0.85
   EXPECT_FALSE(fit.monotonic);
@@ -347,8 +347,8 @@ TEST(FitBandTest, NonMonotonicTopBucketUnderTargetDisablesTheEdge) {
 
 TEST(FitBandTest, NonMonotonicTopBucketAboveTargetIsKept) {
   std::vector<LabelledPrediction> rows;
-  add_rows(rows, 0.95, 200, 195);  // 0.975, dips 0.025 under the bucket below
-  add_rows(rows, 0.85, 200, 200);
+  add_task_rows(rows, 0.95, 200, 195);  // 0.975, dips 0.025 under the bucket below
+  add_task_rows(rows, 0.85, 200, 200);
   const FitResult fit = fit_band(rows, 0.97);
   EXPECT_FALSE(fit.monotonic);
   EXPECT_DOUBLE_EQ(fit.high, 0.85);
@@ -356,14 +356,14 @@ TEST(FitBandTest, NonMonotonicTopBucketAboveTargetIsKept) {
 
   // A dip within the tolerance is not flagged.
   std::vector<LabelledPrediction> close;
-  add_rows(close, 0.95, 100, 99);
-  add_rows(close, 0.85, 100, 100);
+  add_task_rows(close, 0.95, 100, 99);
+  add_task_rows(close, 0.85, 100, 100);
   EXPECT_TRUE(fit_band(close, 0.97).monotonic);
 
   // Unsupported buckets are skipped by the check.
   std::vector<LabelledPrediction> sparse;
-  add_rows(sparse, 0.95, 5, 0);
-  add_rows(sparse, 0.85, 100, 100);
+  add_task_rows(sparse, 0.95, 5, 0);
+  add_task_rows(sparse, 0.85, 100, 100);
   const FitResult sparse_fit = fit_band(sparse, 0.9);
   EXPECT_TRUE(sparse_fit.monotonic);
   EXPECT_DOUBLE_EQ(sparse_fit.high, 0.85);  // 100/105 = 0.952 >= 0.9
@@ -371,9 +371,9 @@ TEST(FitBandTest, NonMonotonicTopBucketAboveTargetIsKept) {
 
 TEST(FitBandTest, LowIsWhereThePredictedIntentBecomesMostlyRight) {
   std::vector<LabelledPrediction> rows;
-  add_rows(rows, 0.2, 50, 10);
-  add_rows(rows, 0.4, 50, 40);
-  add_rows(rows, 0.9, 100, 100);
+  add_task_rows(rows, 0.2, 50, 10);
+  add_task_rows(rows, 0.4, 50, 40);
+  add_task_rows(rows, 0.9, 100, 100);
   const FitResult fit = fit_band(rows, 0.97);
   EXPECT_DOUBLE_EQ(fit.high, 0.9);
   EXPECT_DOUBLE_EQ(fit.low, 0.4);
@@ -381,7 +381,7 @@ TEST(FitBandTest, LowIsWhereThePredictedIntentBecomesMostlyRight) {
   // Confident out-of-scope predictions that are wrong pull the fitted accuracy under one half
   // everywhere: low would be 1.01, clamped to high.
   std::vector<LabelledPrediction> clamp;
-  add_rows(clamp, 0.3, 100, 100);
+  add_task_rows(clamp, 0.3, 100, 100);
   for (int i = 0; i < 300; ++i) clamp.push_back({"faq", "refund", "__oos__", 0.6, true});
   const FitResult clamped = fit_band(clamp, 0.97);
   EXPECT_DOUBLE_EQ(clamped.high, 0.3);
@@ -390,8 +390,8 @@ TEST(FitBandTest, LowIsWhereThePredictedIntentBecomesMostlyRight) {
 
 TEST(FitBandTest, ConfidenceOneLandsInTheLastBucket) {
   std::vector<LabelledPrediction> rows;
-  add_rows(rows, 1.0, 30, 30);
-  add_rows(rows, 1.7, 10, 10);  // clamped
+  add_task_rows(rows, 1.0, 30, 30);
+  add_task_rows(rows, 1.7, 10, 10);  // clamped
   const FitResult fit = fit_band(rows, 0.97);
   EXPECT_EQ(fit.buckets[9].samples, 40u);
   EXPECT_DOUBLE_EQ(fit.high, 1.0);
