@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   const std::string bench = llama_bench_path();
   if (bench.empty() || !fs::exists(bench)) {
     std::cerr << "bench_edge_llm: llama-bench not found at '" << bench
-              << "' (run scripts/fetch-llama, or set HENGSHI_LLAMA_BENCH)\n";
+              << "' (run scripts/fetch-llama --bench, or set HENGSHI_LLAMA_BENCH)\n";
     return 1;
   }
 

@@ -1,6 +1,7 @@
 # The pinned llama.cpp that scripts/fetch-llama builds into a cache folder outside the source
 # tree (DESIGN.md §5). Defines hengshi::llama (libllama + CPU ggml) and the paths the edge LLM's
-# tests and benchmark need: the llama.cpp source (its models/ggml-vocab-*.gguf) and llama-bench.
+# tests and benchmark need: the llama.cpp source (its models/ggml-vocab-*.gguf) and llama-bench
+# (built only by `scripts/fetch-llama --bench`).
 #
 #   HENGSHI_WITH_LLAMA      OFF builds the gateway without the edge LLM
 #   HENGSHI_LLAMA_PREFIX    install prefix printed by scripts/fetch-llama; empty = the default

@@ -74,7 +74,8 @@ Result<std::vector<std::string>> read_corpus_texts(const std::string& path);
 // set, else the llama.cpp source the build was configured with (cmake/llama.cmake).
 std::string default_vocab_dir();
 
-// llama.cpp's own llama-bench as built by scripts/fetch-llama ($HENGSHI_LLAMA_BENCH overrides).
+// llama.cpp's own llama-bench as built by `scripts/fetch-llama --bench` ($HENGSHI_LLAMA_BENCH
+// overrides).
 std::string llama_bench_path();
 
 }  // namespace hengshi::edge
