@@ -42,8 +42,13 @@ TEST(Budget, SharesAreConfigurable) {
 }
 
 TEST(Budget, RemainingRoundsUpSoAFreshBudgetReadsWhole) {
-  Budget budget = Budget::after(milliseconds(1234));
-  EXPECT_EQ(budget.remaining().count(), 1234);
+  // Read against a fixed `now`: a wall-clock read would fail whenever a millisecond passed
+  // between building and reading (it did under the sanitizers).
+  const auto now = std::chrono::steady_clock::now();
+  const Budget budget(Deadline(now + milliseconds(1234)), {});
+  EXPECT_EQ(budget.remaining(now).count(), 1234);
+  EXPECT_EQ(budget.remaining(now + std::chrono::microseconds(1)).count(), 1234);
+  EXPECT_EQ(budget.remaining(now + milliseconds(1234)).count(), 0);
   EXPECT_FALSE(Budget().spent());
 }
 
