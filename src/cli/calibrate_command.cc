@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/command_failure.h"
 #include "core/json_text.h"
 #include "edge/cross_fit.h"
 #include "edge/intent_engine.h"
@@ -39,9 +40,8 @@ struct CalibrateArgs {
   std::string predictions;                // where to write the evidence rows ("" = nowhere)
 };
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "hengshi calibrate: %s\n", message.c_str());
-  return 2;
+int calibrate_failed(const std::string& message) {
+  return command_failed("hengshi calibrate", message);
 }
 
 // One line per row of evidence, so an operator can see why a band sits where it does (which
@@ -64,25 +64,25 @@ int run_calibrate(const CalibrateArgs& args) {
   if (!(args.target_precision > 0 && args.target_precision <= 1)) {
     char got[32];
     std::snprintf(got, sizeof got, "%g", args.target_precision);
-    return fail(std::string("--target-precision must be in (0, 1] (got ") + got + ")");
+    return calibrate_failed(std::string("--target-precision must be in (0, 1] (got ") + got + ")");
   }
-  if (args.min_support == 0) return fail("--min-support must be at least 1");
+  if (args.min_support == 0) return calibrate_failed("--min-support must be at least 1");
   if (args.oos_share && !(*args.oos_share >= 0 && *args.oos_share < 1)) {
     char got[32];
     std::snprintf(got, sizeof got, "%g", *args.oos_share);
-    return fail(std::string("--oos-share must be in [0, 1) (got ") + got + ")");
+    return calibrate_failed(std::string("--oos-share must be in [0, 1) (got ") + got + ")");
   }
   router::ThresholdRule rule = router::ThresholdRule::hierarchical;
   if (args.rule == "per-group") {
     rule = router::ThresholdRule::per_group_legacy;
   } else if (args.rule != "hierarchical") {
-    return fail("--rule must be hierarchical or per-group (got \"" + args.rule + "\")");
+    return calibrate_failed("--rule must be hierarchical or per-group (got \"" + args.rule + "\")");
   }
 
   auto rows = router::read_calibration_rows(args.data);
-  if (!rows) return fail(rows.error().message);
+  if (!rows) return calibrate_failed(rows.error().message);
   auto engine = edge::IntentEngine::load(args.model);
-  if (!engine) return fail("model refused: " + engine.error().message);
+  if (!engine) return calibrate_failed("model refused: " + engine.error().message);
 
   router::CalibrateOptions options;
   options.target_precision = args.target_precision;
@@ -98,7 +98,7 @@ int run_calibrate(const CalibrateArgs& args) {
     std::vector<obs::LoggedRequest> logged;
     obs::LogReadStats stats;
     if (Status read = obs::read_request_log_files(args.traffic_logs, logged, stats); !read) {
-      return fail("--traffic-log: " + read.error().message);
+      return calibrate_failed("--traffic-log: " + read.error().message);
     }
     std::vector<std::string> questions;
     for (const obs::LoggedRequest& request : logged) {
@@ -106,8 +106,9 @@ int run_calibrate(const CalibrateArgs& args) {
     }
     const router::TrafficPrior traffic = router::traffic_intent_prior(**engine, questions);
     if (traffic.questions == 0) {
-      return fail("--traffic-log: " + std::to_string(stats.requests) +
-                  " logged requests, none with its question (the gateway logs questions with log.text: true)");
+      return calibrate_failed("--traffic-log: " + std::to_string(stats.requests) +
+                              " logged requests, none with its question (the gateway logs "
+                              "questions with log.text: true)");
     }
     options.intent_prior = traffic.prior;
     std::fprintf(stderr,
@@ -118,7 +119,7 @@ int run_calibrate(const CalibrateArgs& args) {
   std::optional<std::ofstream> evidence;
   if (!args.predictions.empty()) {
     evidence.emplace(args.predictions, std::ios::binary | std::ios::trunc);
-    if (!*evidence) return fail("--predictions: cannot write " + args.predictions);
+    if (!*evidence) return calibrate_failed("--predictions: cannot write " + args.predictions);
     for (const router::CalibrationRow& row : *rows) {
       *evidence << dump_text(evidence_line("held_out", row.text, row.intent, (*engine)->predict(row.text)))
                 << '\n';
@@ -132,7 +133,7 @@ int run_calibrate(const CalibrateArgs& args) {
     // The fold models (one at a time, as big as the served one) go next to the thresholds file.
     cross.work_dir = std::filesystem::absolute(args.out).parent_path();
     auto fitted = edge::cross_fit_predictions(cross);
-    if (!fitted) return fail("cross-fit: " + fitted.error().message);
+    if (!fitted) return calibrate_failed("cross-fit: " + fitted.error().message);
     for (const edge::OutOfFoldRow& row : fitted->rows) {
       out_of_fold.push_back(router::labelled_prediction(row.prediction, args.default_task_type, row.intent));
       if (evidence) {
@@ -142,13 +143,14 @@ int run_calibrate(const CalibrateArgs& args) {
     std::fprintf(stderr, "hengshi calibrate: %zu rows of %s predicted out of fold by %d fold models in %.1f s\n",
                  fitted->rows.size(), fitted->data_file.string().c_str(), fitted->folds, fitted->seconds);
   }
-  if (evidence && !evidence->flush()) return fail("--predictions: write to " + args.predictions + " failed");
+  if (evidence && !evidence->flush())
+    return calibrate_failed("--predictions: write to " + args.predictions + " failed");
   auto report = router::calibrate_thresholds(**engine, *rows, options, std::move(out_of_fold), args.cross_fit);
-  if (!report) return fail(report.error().message);
+  if (!report) return calibrate_failed(report.error().message);
 
   std::fputs(router::format_calibrate_report(*report).c_str(), stdout);
   if (Status written = router::write_thresholds_file(report->file, args.out); !written) {
-    return fail(written.error().message);
+    return calibrate_failed(written.error().message);
   }
   std::printf("\nthresholds %s written to %s\n", report->file.version.c_str(), args.out.c_str());
   return 0;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/command_failure.h"
 #include "edge/flywheel.h"
 #include "edge/text_normalizer.h"
 #include "obs/request_log_reader.h"
@@ -22,20 +23,21 @@ struct FlywheelArgs {
   std::string policy;
 };
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "hengshi flywheel export: %s\n", message.c_str());
-  return 2;
+int flywheel_failed(const std::string& message) {
+  return command_failed("hengshi flywheel export", message);
 }
 
 int run_export(const FlywheelArgs& args) {
-  if (!(args.review_share > 0 && args.review_share <= 1)) return fail("--review-sample must be in (0, 1]");
+  if (!(args.review_share > 0 && args.review_share <= 1))
+    return flywheel_failed("--review-sample must be in (0, 1]");
   // The policy's PII patterns (the embedded policy's without --policy): the same detector that
   // kept these texts out of the cloud keeps them out of training.
   auto policy = router::load_router_policy(args.policy, "");
-  if (!policy) return fail("--policy: " + policy.error().message);
+  if (!policy) return flywheel_failed("--policy: " + policy.error().message);
   std::vector<obs::LoggedRequest> rows;
   obs::LogReadStats stats;
-  if (Status read = obs::read_request_log_files(args.logs, rows, stats); !read) return fail(read.error().message);
+  if (Status read = obs::read_request_log_files(args.logs, rows, stats); !read)
+    return flywheel_failed(read.error().message);
   const edge::TextNormalizer normalizer;
   edge::FlywheelOptions options;
   options.review_share = args.review_share;
@@ -43,7 +45,8 @@ int run_export(const FlywheelArgs& args) {
   options.has_pii = [&](std::string_view text) { return (*policy)->pii.contains(text); };
   options.normalise = [&](std::string_view text) { return normalizer.normalize(text); };
   const edge::FlywheelExport selected = edge::select_flywheel_rows(rows, options);
-  if (auto written = edge::write_flywheel_export(selected, args.out); !written) return fail(written.error().message);
+  if (auto written = edge::write_flywheel_export(selected, args.out); !written)
+    return flywheel_failed(written.error().message);
   std::printf("flywheel export: %zu request(s) read, %zu cloud model answer(s) with text\n", stats.requests,
               selected.considered);
   std::printf("  %zu training row(s) -> %s\n", selected.rows.size(), args.out.c_str());

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chain/shadow.h"
+#include "cli/command_failure.h"
 #include "core/json_lines.h"
 #include "core/json_text.h"
 #include "edge/intent_engine.h"
@@ -32,10 +33,7 @@ struct ReplayArgs {
   bool json_output = false;
 };
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "hengshi replay: %s\n", message.c_str());
-  return 2;
-}
+int replay_failed(const std::string& message) { return command_failed("hengshi replay", message); }
 
 // Labels: JSON Lines {"id": ..., "intent": ...} or {"text": ..., "intent": ...}.
 Status read_labels(const std::string& path, obs::ReplayInputs& inputs) {
@@ -54,10 +52,12 @@ Status read_labels(const std::string& path, obs::ReplayInputs& inputs) {
 }
 
 int run_replay(const ReplayArgs& args) {
-  if (!(args.target_precision > 0 && args.target_precision <= 1)) return fail("--target-precision must be in (0, 1]");
+  if (!(args.target_precision > 0 && args.target_precision <= 1))
+    return replay_failed("--target-precision must be in (0, 1]");
   std::vector<obs::LoggedRequest> rows;
   obs::LogReadStats stats;
-  if (Status read = obs::read_request_log_files(args.logs, rows, stats); !read) return fail(read.error().message);
+  if (Status read = obs::read_request_log_files(args.logs, rows, stats); !read)
+    return replay_failed(read.error().message);
   std::fprintf(stderr, "hengshi replay: %zu line(s): %zu request(s), %zu shadow(s), %zu malformed, %zu of another schema\n",
                stats.lines, stats.requests, stats.shadows, stats.malformed, stats.other_schema);
 
@@ -70,7 +70,7 @@ int run_replay(const ReplayArgs& args) {
   std::map<std::string, const obs::LoggedRequest*> production;  // prompt → its logged decision
   if (!args.model.empty()) {
     auto loaded = edge::IntentEngine::load(args.model);
-    if (!loaded) return fail("--model: " + loaded.error().message);
+    if (!loaded) return replay_failed("--model: " + loaded.error().message);
     engine = std::move(*loaded);
     std::fprintf(stderr, "hengshi replay: candidate model %s\n", engine->model_version().c_str());
     inputs.predict = [&](std::string_view text) {
@@ -95,16 +95,17 @@ int run_replay(const ReplayArgs& args) {
   router::Thresholds thresholds;
   if (!args.thresholds.empty()) {
     auto file = router::load_thresholds_file(args.thresholds);
-    if (!file) return fail("--thresholds: " + file.error().message);
+    if (!file) return replay_failed("--thresholds: " + file.error().message);
     auto created = router::Thresholds::create(std::move(*file), args.thresholds);
-    if (!created) return fail("--thresholds: " + created.error().message);
+    if (!created) return replay_failed("--thresholds: " + created.error().message);
     thresholds = std::move(*created);
   }
   inputs.edge_threshold = [&](std::string_view task, std::string_view intent) {
     return thresholds.band(task, intent).high;
   };
   if (!args.labels.empty()) {
-    if (auto read = read_labels(args.labels, inputs); !read) return fail(read.error().message);
+    if (auto read = read_labels(args.labels, inputs); !read)
+      return replay_failed(read.error().message);
   }
 
   const obs::ReplayReport report = obs::replay(rows, inputs);

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <random>
 
+#include "edge/model_field_error.h"
+
 namespace hengshi::edge {
 namespace {
 
@@ -304,8 +306,7 @@ nlohmann::json Calibrator::to_json() const {
 
 Result<Calibrator> Calibrator::from_json(const nlohmann::json& json, std::string_view source) {
   const auto fail = [&](std::string_view field, std::string_view why) {
-    return Error{"model_invalid", std::string(source) + ": field \"" + std::string(field) +
-                                      "\": " + std::string(why)};
+    return model_field_invalid(std::filesystem::path(source), field, why);
   };
   if (!json.is_object()) return Error{"model_invalid", std::string(source) + ": not a JSON object"};
   if (!json.contains("method") || !json["method"].is_string()) {

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "edge/model_field_error.h"
+
 namespace hengshi::edge {
 namespace {
 
@@ -19,11 +21,6 @@ std::string hex64(XXH64_hash_t hash) {
   char buffer[17];
   std::snprintf(buffer, sizeof buffer, "%016llx", static_cast<unsigned long long>(hash));
   return buffer;
-}
-
-Error invalid(const std::filesystem::path& file, std::string_view field, std::string_view why) {
-  return Error{"model_invalid",
-               file.string() + ": field \"" + std::string(field) + "\": " + std::string(why)};
 }
 
 bool is_plain_name(std::string_view name) {
@@ -98,7 +95,7 @@ Result<ModelManifest> ModelManifest::from_json(const nlohmann::json& json,
   const auto string_field = [&](std::string_view field, std::string& out) -> Status {
     const auto it = json.find(field);
     if (it == json.end() || !it->is_string() || it->get<std::string>().empty()) {
-      return invalid(file, field, "missing or not a non-empty string");
+      return model_field_invalid(file, field, "missing or not a non-empty string");
     }
     out = it->get<std::string>();
     return Ok{};
@@ -106,19 +103,20 @@ Result<ModelManifest> ModelManifest::from_json(const nlohmann::json& json,
 
   if (Status s = string_field("format", manifest.format); !s) return s.error();
   if (manifest.format != expected.name) {
-    return invalid(
+    return model_field_invalid(
         file, "format",
         "is \"" + manifest.format + "\", expected \"" + std::string(expected.name) + "\"");
   }
   const auto version = json.find("format_version");
   if (version == json.end() || !version->is_number_integer()) {
-    return invalid(file, "format_version", "missing or not an integer");
+    return model_field_invalid(file, "format_version", "missing or not an integer");
   }
   manifest.format_version = version->get<int>();
   if (manifest.format_version != expected.version) {
-    return invalid(file, "format_version",
-                   "is " + std::to_string(manifest.format_version) + ", this build reads " +
-                       std::to_string(expected.version) + " (retrain the model)");
+    return model_field_invalid(file, "format_version",
+                               "is " + std::to_string(manifest.format_version) +
+                                   ", this build reads " + std::to_string(expected.version) +
+                                   " (retrain the model)");
   }
   if (Status s = string_field("model_version", manifest.model_version); !s) return s.error();
   if (Status s = string_field("model_file", manifest.model_file); !s) return s.error();
@@ -128,7 +126,7 @@ Result<ModelManifest> ModelManifest::from_json(const nlohmann::json& json,
 
   const auto files = json.find("files");
   if (files == json.end() || !files->is_array()) {
-    return invalid(file, "files", "missing or not an array");
+    return model_field_invalid(file, "files", "missing or not an array");
   }
   for (std::size_t i = 0; i < files->size(); ++i) {
     const nlohmann::json& row = (*files)[i];
@@ -136,12 +134,13 @@ Result<ModelManifest> ModelManifest::from_json(const nlohmann::json& json,
     if (!row.is_object() || !row.contains("name") || !row["name"].is_string() ||
         !row.contains("bytes") || !row["bytes"].is_number_unsigned() || !row.contains("xxh64") ||
         !row["xxh64"].is_string()) {
-      return invalid(file, where, "needs string name, unsigned bytes, string xxh64");
+      return model_field_invalid(file, where, "needs string name, unsigned bytes, string xxh64");
     }
     ManifestFile entry{row["name"].get<std::string>(), row["bytes"].get<std::uint64_t>(),
                        row["xxh64"].get<std::string>()};
     if (!is_plain_name(entry.name)) {
-      return invalid(file, where + ".name", "\"" + entry.name + "\" is not a plain file name");
+      return model_field_invalid(file, where + ".name",
+                                 "\"" + entry.name + "\" is not a plain file name");
     }
     manifest.files.push_back(std::move(entry));
   }
@@ -149,7 +148,8 @@ Result<ModelManifest> ModelManifest::from_json(const nlohmann::json& json,
       std::any_of(manifest.files.begin(), manifest.files.end(),
                   [&](const ManifestFile& f) { return f.name == manifest.model_file; });
   if (!lists_model) {
-    return invalid(file, "model_file", "\"" + manifest.model_file + "\" is not listed in files");
+    return model_field_invalid(file, "model_file",
+                               "\"" + manifest.model_file + "\" is not listed in files");
   }
   for (auto [field, target] : {std::pair{"training", &manifest.training},
                                std::pair{"hyperparameters", &manifest.hyperparameters},
@@ -188,13 +188,14 @@ Result<ModelManifest> load_verified_manifest(const std::filesystem::path& dir,
     if (!actual) return actual.error();
     const std::string where = "files[" + std::to_string(i) + "] (" + expected.name + ")";
     if (actual->bytes != expected.bytes) {
-      return invalid(path, where + ".bytes",
-                     "manifest says " + std::to_string(expected.bytes) + ", file has " +
-                         std::to_string(actual->bytes));
+      return model_field_invalid(path, where + ".bytes",
+                                 "manifest says " + std::to_string(expected.bytes) + ", file has " +
+                                     std::to_string(actual->bytes));
     }
     if (actual->xxh64 != expected.xxh64) {
-      return invalid(path, where + ".xxh64",
-                     "manifest says " + expected.xxh64 + ", file hashes to " + actual->xxh64);
+      return model_field_invalid(
+          path, where + ".xxh64",
+          "manifest says " + expected.xxh64 + ", file hashes to " + actual->xxh64);
     }
   }
   return manifest;

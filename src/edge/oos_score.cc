@@ -5,6 +5,9 @@
 #include <fstream>
 #include <numeric>
 
+#include "core/sigmoid.h"
+#include "edge/model_field_error.h"
+
 namespace hengshi::edge {
 namespace {
 
@@ -17,13 +20,6 @@ constexpr std::array<std::string_view, kOosFeatureCount> kFeatureNames = {"max_p
                                                                           "intent_similarity",
                                                                           "centroid_similarity",
                                                                           "centroid_z"};
-
-double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
-
-Error invalid(const std::filesystem::path& file, std::string_view field, std::string_view why) {
-  return Error{"model_invalid",
-               file.string() + ": field \"" + std::string(field) + "\": " + std::string(why)};
-}
 
 // Solves a·x = b (n ≤ 8, symmetric positive definite after the ridge) by Gaussian elimination
 // with partial pivoting; a and b are overwritten.
@@ -344,31 +340,32 @@ Result<OosScorer> OosScorer::load(const std::filesystem::path& dir, std::size_t 
     return Error{"model_invalid", path.string() + ": invalid JSON"};
   }
   if (json.value("format", std::string()) != kOosScoreFormat) {
-    return invalid(path, "format", "expected \"" + std::string(kOosScoreFormat) + "\"");
+    return model_field_invalid(path, "format", "expected \"" + std::string(kOosScoreFormat) + "\"");
   }
   if (!json.contains("format_version") || !json["format_version"].is_number_integer() ||
       json["format_version"].get<int>() != kOosScoreFormatVersion) {
-    return invalid(path, "format_version",
-                   "this build reads version " + std::to_string(kOosScoreFormatVersion));
+    return model_field_invalid(
+        path, "format_version",
+        "this build reads version " + std::to_string(kOosScoreFormatVersion));
   }
   OosScorer scorer;
   if (!json.contains("features") || !json["features"].is_array()) {
-    return invalid(path, "features", "missing or not an array");
+    return model_field_invalid(path, "features", "missing or not an array");
   }
   for (const auto& name : json["features"]) {
     const auto feature =
         name.is_string() ? oos_feature_from_name(name.get<std::string>()) : std::nullopt;
-    if (!feature) return invalid(path, "features", "unknown feature " + name.dump());
+    if (!feature) return model_field_invalid(path, "features", "unknown feature " + name.dump());
     scorer.features_.push_back(*feature);
   }
   const std::size_t d = scorer.features_.size();
   const auto numbers = [&](std::string_view field, std::vector<double>& out) -> Status {
     const auto it = json.find(field);
     if (it == json.end() || !it->is_array() || it->size() != d) {
-      return invalid(path, field, "missing, or not one number per feature");
+      return model_field_invalid(path, field, "missing, or not one number per feature");
     }
     for (const auto& v : *it) {
-      if (!v.is_number()) return invalid(path, field, "not a number");
+      if (!v.is_number()) return model_field_invalid(path, field, "not a number");
       out.push_back(v.get<double>());
     }
     return Ok{};
@@ -377,25 +374,26 @@ Result<OosScorer> OosScorer::load(const std::filesystem::path& dir, std::size_t 
   if (Status s = numbers("scale", scorer.scale_); !s) return s.error();
   if (Status s = numbers("weights", scorer.weights_); !s) return s.error();
   if (std::any_of(scorer.scale_.begin(), scorer.scale_.end(), [](double s) { return !(s > 0); })) {
-    return invalid(path, "scale", "must be > 0");
+    return model_field_invalid(path, "scale", "must be > 0");
   }
   if (!json.contains("bias") || !json["bias"].is_number()) {
-    return invalid(path, "bias", "missing or not a number");
+    return model_field_invalid(path, "bias", "missing or not a number");
   }
   scorer.bias_ = json["bias"].get<double>();
   scorer.assumed_oos_share_ = json.value("assumed_oos_share", 0.2);
   if (json.value("dim", -1) != dim) {
-    return invalid(path, "dim", "differs from the model's dimension " + std::to_string(dim));
+    return model_field_invalid(path, "dim",
+                               "differs from the model's dimension " + std::to_string(dim));
   }
   if (!json.contains("neighbour_intents") || !json["neighbour_intents"].is_array()) {
-    return invalid(path, "neighbour_intents", "missing or not an array");
+    return model_field_invalid(path, "neighbour_intents", "missing or not an array");
   }
   std::vector<int> intents;
   intents.reserve(json["neighbour_intents"].size());
   for (const auto& v : json["neighbour_intents"]) {
     if (!v.is_number_integer() || v.get<long long>() < 0 ||
         v.get<long long>() >= static_cast<long long>(labels)) {
-      return invalid(path, "neighbour_intents", "not a label index of the model");
+      return model_field_invalid(path, "neighbour_intents", "not a label index of the model");
     }
     intents.push_back(v.get<int>());
   }
@@ -404,10 +402,11 @@ Result<OosScorer> OosScorer::load(const std::filesystem::path& dir, std::size_t 
   const auto read_array = [&](std::string_view field, std::size_t size, auto& out) -> Status {
     const auto it = json.find(field);
     if (it == json.end() || !it->is_array() || it->size() != size) {
-      return invalid(path, field, "missing or not " + std::to_string(size) + " numbers");
+      return model_field_invalid(path, field,
+                                 "missing or not " + std::to_string(size) + " numbers");
     }
     for (const auto& v : *it) {
-      if (!v.is_number()) return invalid(path, field, "not a number");
+      if (!v.is_number()) return model_field_invalid(path, field, "not a number");
       out.push_back(v.template get<typename std::decay_t<decltype(out)>::value_type>());
     }
     return Ok{};
@@ -425,7 +424,7 @@ Result<OosScorer> OosScorer::load(const std::filesystem::path& dir, std::size_t 
   }
   if (std::any_of(centroids.std_similarity.begin(), centroids.std_similarity.end(),
                   [](double s) { return !(s > 0); })) {
-    return invalid(path, "centroid_std_similarity", "must be > 0");
+    return model_field_invalid(path, "centroid_std_similarity", "must be > 0");
   }
   auto index = NeighbourIndex::load(dir / kOosNeighboursFile, dim, std::move(intents));
   if (!index) return index.error();
@@ -436,15 +435,16 @@ Result<OosScorer> OosScorer::load(const std::filesystem::path& dir, std::size_t 
     const auto confidence = it->find("confidence");
     if (!it->is_object() || intents == it->end() || confidence == it->end() ||
         !intents->is_array() || !confidence->is_array() || intents->size() != confidence->size()) {
-      return invalid(path, "synthetic_out_of_scope",
-                     "not {intents, confidence} arrays of the same length");
+      return model_field_invalid(path, "synthetic_out_of_scope",
+                                 "not {intents, confidence} arrays of the same length");
     }
     for (std::size_t i = 0; i < intents->size(); ++i) {
       const nlohmann::json& intent = (*intents)[i];
       const nlohmann::json& c = (*confidence)[i];
       if (!intent.is_string() || !c.is_number() || !(c.get<double>() >= 0 && c.get<double>() <= 1)) {
-        return invalid(path, "synthetic_out_of_scope",
-                       "row " + std::to_string(i) + ": not an intent and a confidence in [0, 1]");
+        return model_field_invalid(
+            path, "synthetic_out_of_scope",
+            "row " + std::to_string(i) + ": not an intent and a confidence in [0, 1]");
       }
       scorer.synthetic_.push_back({intent.get<std::string>(), c.get<double>()});
     }

@@ -11,6 +11,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "edge/model_field_error.h"
+
 namespace hengshi::edge {
 namespace {
 
@@ -173,8 +175,7 @@ nlohmann::json NormalizerSettings::to_json() const {
 Result<NormalizerSettings> NormalizerSettings::from_json(const nlohmann::json& json,
                                                          std::string_view source) {
   const auto fail = [&](std::string_view field, std::string_view why) {
-    return Error{"model_invalid", std::string(source) + ": field \"" + std::string(field) +
-                                      "\": " + std::string(why)};
+    return model_field_invalid(std::filesystem::path(source), field, why);
   };
   if (!json.is_object()) return Error{"model_invalid", std::string(source) + ": not a JSON object"};
   NormalizerSettings settings;

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/sigmoid.h"
+#include "edge/model_field_error.h"
 #include "edge/model_manifest.h"
 #include "router/complexity.h"
 
@@ -41,11 +43,6 @@ bool is_negation(std::string_view word) {
   return false;
 }
 
-Error invalid(const std::filesystem::path& file, std::string_view field, std::string_view why) {
-  return Error{"model_invalid",
-               file.string() + ": field \"" + std::string(field) + "\": " + std::string(why)};
-}
-
 Result<json> read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{"model_invalid", path.string() + ": missing or unreadable"};
@@ -63,8 +60,6 @@ Status write_json_file(const std::filesystem::path& path, const json& value) {
   if (!out) return Error{"io_error", path.string() + ": write failed"};
   return Ok{};
 }
-
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 }  // namespace
 
@@ -214,26 +209,27 @@ Result<LogisticWeights> LogisticWeights::from_json(const json& value, std::size_
                             {"weights", &weights.weights}}) {
     const auto it = value.find(field);
     if (it == value.end() || !it->is_array() || it->size() != inputs) {
-      return invalid(file, field, "missing or not " + std::to_string(inputs) + " numbers");
+      return edge::model_field_invalid(file, field,
+                                       "missing or not " + std::to_string(inputs) + " numbers");
     }
     for (const json& number : *it) {
       if (!number.is_number() || !std::isfinite(number.get<double>())) {
-        return invalid(file, field, "holds a value that is not a finite number");
+        return edge::model_field_invalid(file, field, "holds a value that is not a finite number");
       }
       out->push_back(number.get<double>());
     }
   }
   for (double scale : weights.scale) {
-    if (!(scale > 0)) return invalid(file, "scale", "every scale must be > 0");
+    if (!(scale > 0)) return edge::model_field_invalid(file, "scale", "every scale must be > 0");
   }
   const auto bias = value.find("bias");
   if (bias == value.end() || !bias->is_number() || !std::isfinite(bias->get<double>())) {
-    return invalid(file, "bias", "missing or not a finite number");
+    return edge::model_field_invalid(file, "bias", "missing or not a finite number");
   }
   weights.bias = bias->get<double>();
   if (const auto clip = value.find("clip"); clip != value.end()) {
     if (!clip->is_number() || !(clip->get<double>() > 0) || !std::isfinite(clip->get<double>())) {
-      return invalid(file, "clip", "not a finite number > 0");
+      return edge::model_field_invalid(file, "clip", "not a finite number > 0");
     }
     weights.clip = clip->get<double>();
   }
@@ -335,50 +331,55 @@ Result<std::shared_ptr<const ComplexityModel>> ComplexityModel::load(
     return it != m.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
   };
   if (!text("format") || *text("format") != kComplexityModelFormat) {
-    return invalid(manifest_path, "format",
-                   "expected \"" + std::string(kComplexityModelFormat) + "\"");
+    return edge::model_field_invalid(manifest_path, "format",
+                                     "expected \"" + std::string(kComplexityModelFormat) + "\"");
   }
   const auto version = m.find("format_version");
   if (version == m.end() || !version->is_number_integer() ||
       version->get<int>() != kComplexityModelFormatVersion) {
-    return invalid(manifest_path, "format_version",
-                   "this build reads version " + std::to_string(kComplexityModelFormatVersion));
+    return edge::model_field_invalid(
+        manifest_path, "format_version",
+        "this build reads version " + std::to_string(kComplexityModelFormatVersion));
   }
   if (!text("model_version") || text("model_version")->empty()) {
-    return invalid(manifest_path, "model_version", "missing or empty");
+    return edge::model_field_invalid(manifest_path, "model_version", "missing or empty");
   }
-  if (!text("kind")) return invalid(manifest_path, "kind", "missing");
+  if (!text("kind")) return edge::model_field_invalid(manifest_path, "kind", "missing");
   auto kind = complexity_kind_from_name(*text("kind"));
-  if (!kind) return invalid(manifest_path, "kind", kind.error().message);
+  if (!kind) return edge::model_field_invalid(manifest_path, "kind", kind.error().message);
   const auto cut = m.find("cut");
   if (cut == m.end() || !cut->is_object() || !cut->contains("score") ||
       !(*cut)["score"].is_number() || !cut->contains("large_share") ||
       !(*cut)["large_share"].is_number()) {
-    return invalid(manifest_path, "cut", "missing {score, large_share}");
+    return edge::model_field_invalid(manifest_path, "cut", "missing {score, large_share}");
   }
   const double cut_score = (*cut)["score"].get<double>();
   const double large_share = (*cut)["large_share"].get<double>();
   if (!(cut_score >= 0 && cut_score <= 1) || !(large_share >= 0 && large_share <= 1)) {
-    return invalid(manifest_path, "cut", "score and large_share must be within [0, 1]");
+    return edge::model_field_invalid(manifest_path, "cut",
+                                     "score and large_share must be within [0, 1]");
   }
   // Every listed file exists with the listed size and hash.
   const auto files = m.find("files");
-  if (files == m.end() || !files->is_array()) return invalid(manifest_path, "files", "missing");
+  if (files == m.end() || !files->is_array())
+    return edge::model_field_invalid(manifest_path, "files", "missing");
   std::vector<std::string> listed;
   for (const json& row : *files) {
     if (!row.is_object() || !row.contains("name") || !row["name"].is_string() ||
         !row.contains("bytes") || !row.contains("xxh64")) {
-      return invalid(manifest_path, "files", "a row without name, bytes and xxh64");
+      return edge::model_field_invalid(manifest_path, "files",
+                                       "a row without name, bytes and xxh64");
     }
     const std::string name = row["name"].get<std::string>();
     if (name.empty() || name.find_first_of("/\\") != std::string::npos || name == "..") {
-      return invalid(manifest_path, "files", "\"" + name + "\" is not a plain file name");
+      return edge::model_field_invalid(manifest_path, "files",
+                                       "\"" + name + "\" is not a plain file name");
     }
     auto actual = edge::describe_file(dir, name);
     if (!actual) return actual.error();
     if (row["bytes"] != actual->bytes || row["xxh64"] != actual->xxh64) {
-      return invalid(manifest_path, "files",
-                     "\"" + name + "\" differs from the manifest (size or xxh64)");
+      return edge::model_field_invalid(
+          manifest_path, "files", "\"" + name + "\" differs from the manifest (size or xxh64)");
     }
     listed.push_back(name);
   }
@@ -389,7 +390,8 @@ Result<std::shared_ptr<const ComplexityModel>> ComplexityModel::load(
   for (std::string_view name : {"weights.json", "model.bin", "normalizer.json"}) {
     if (name != "weights.json" && !uses_fasttext) continue;
     if (!is_listed(name)) {
-      return invalid(manifest_path, "files", "does not list " + std::string(name));
+      return edge::model_field_invalid(manifest_path, "files",
+                                       "does not list " + std::string(name));
     }
   }
 
@@ -403,12 +405,14 @@ Result<std::shared_ptr<const ComplexityModel>> ComplexityModel::load(
     // features would silently score garbage.
     const auto names = weights_json->find("inputs");
     if (names == weights_json->end() || !names->is_array() || names->size() != inputs) {
-      return invalid(weights_path, "inputs", "missing or not this build's feature list");
+      return edge::model_field_invalid(weights_path, "inputs",
+                                       "missing or not this build's feature list");
     }
     for (std::size_t i = 0; i < kComplexityFeatureCount; ++i) {
       if ((*names)[i] != kFeatureNames[i]) {
-        return invalid(weights_path, "inputs",
-                       "feature " + std::to_string(i) + " is not " + std::string(kFeatureNames[i]));
+        return edge::model_field_invalid(
+            weights_path, "inputs",
+            "feature " + std::to_string(i) + " is not " + std::string(kFeatureNames[i]));
       }
     }
   }
@@ -423,7 +427,8 @@ Result<std::shared_ptr<const ComplexityModel>> ComplexityModel::load(
     fasttext = std::move(*loaded);
     const auto& labels = fasttext->labels();
     if (labels.size() != 2 || std::find(labels.begin(), labels.end(), "hard") == labels.end()) {
-      return invalid(dir / "model.bin", "labels", "expected exactly the labels hard and easy");
+      return edge::model_field_invalid(dir / "model.bin", "labels",
+                                       "expected exactly the labels hard and easy");
     }
     auto settings_json = read_json_file(dir / "normalizer.json");
     if (!settings_json) return settings_json.error();

@@ -11,8 +11,9 @@
 #include <numeric>
 #include <random>
 
-#include "core/progress.h"
 #include "core/json_lines.h"
+#include "core/progress.h"
+#include "core/sigmoid.h"
 #include "edge/model_manifest.h"
 #include "edge/oos_score.h"
 
@@ -106,7 +107,7 @@ LogisticWeights fit_logistic(const std::vector<std::vector<double>>& inputs,
       for (std::size_t j = 0; j < d; ++j) z[j + 1] = model.standardised(j, inputs[i][j]);
       double eta = 0;
       for (std::size_t j = 0; j < p; ++j) eta += beta[j] * z[j];
-      const double prob = 1.0 / (1.0 + std::exp(-eta));
+      const double prob = sigmoid(eta);
       const double residual = row_weights[i] * ((labels[i] ? 1.0 : 0.0) - prob);
       const double weight = row_weights[i] * std::max(prob * (1 - prob), 1e-9);
       for (std::size_t j = 0; j < p; ++j) {
@@ -162,8 +163,6 @@ double log_odds_of(const edge::IntentModel& model, std::string_view input,
   if (labels.size() != 2 || hard >= 2) return 0;
   return logits[hard] - logits[1 - hard];
 }
-
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "obs/metrics.h"
 #include "server/auth_metrics.h"
 #include "server/dashboard_page.h"
+#include "server/request_target.h"
 #include "server/server_metrics.h"
 #include "server/traffic_stats.h"
 
@@ -45,11 +46,6 @@ int status_of(const std::string& code) {
   if (code == "change_in_progress" || code == "no_previous_version" || code == "history_not_configured") return 409;
   if (code == "io_error") return 500;
   return 422;  // the gate refused it, or the candidate cannot load
-}
-
-std::string_view path_of(std::string_view target) {
-  auto query = target.find('?');
-  return query == std::string_view::npos ? target : target.substr(0, query);
 }
 
 bool same_secret(std::string_view presented, const std::string& expected) {

@@ -6,6 +6,7 @@
 #include "server/auth_metrics.h"
 #include "server/chat_completions.h"
 #include "server/key_errors.h"
+#include "server/request_target.h"
 #include "server/server_metrics.h"
 
 namespace hengshi::server {
@@ -27,11 +28,6 @@ constexpr std::array<Endpoint, 4> kEndpoints = {{
     {"/healthz", http::verb::get},
     {"/readyz", http::verb::get},
 }};
-
-std::string_view path_of(std::string_view target) {
-  auto query = target.find('?');
-  return query == std::string_view::npos ? target : target.substr(0, query);
-}
 
 }  // namespace
 
