@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "support/child_process.h"
+#include "support/shared_model.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -21,8 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 
 
-// One model trained on the small fixture for the whole suite; each test that tampers with a
-// model works on its own copy.
+// One model trained on the small fixture, once per build for every test process
+// (support/shared_model.h; it is read-only): each test that tampers with a model works on its
+// own copy.
 class IntentEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -30,21 +32,22 @@ class IntentEngineTest : public ::testing::Test {
                          ("hengshi-intent-engine-" + std::to_string(::getpid()) + "-" +
                           std::to_string(std::random_device{}())));
     fs::create_directories(*work_);
-    TrainOptions options;
-    options.data_path = testing::source_path("tests/edge/fixtures/intent_small.jsonl");
-    options.out_dir = *work_ / "model";
-    options.autotune_budget_s = 0;
-    auto report = train_intent_model(options);
-    ASSERT_TRUE(report) << report.error().message;
+    const auto shared = testing::shared_small_intent_model();
+    ASSERT_TRUE(shared.ok) << shared.output;
+    model_dir_ = new fs::path(shared.dir);
   }
   static void TearDownTestSuite() {
     std::error_code ec;
     fs::remove_all(*work_, ec);
     delete work_;
     work_ = nullptr;
+    delete model_dir_;
+    model_dir_ = nullptr;
   }
 
-  static fs::path model_dir() { return *work_ / "model"; }
+  void SetUp() override { ASSERT_NE(model_dir_, nullptr) << "the suite's model failed to train"; }
+
+  static fs::path model_dir() { return *model_dir_; }
 
   static fs::path copy_model(const std::string& name) {
     const fs::path copy = *work_ / name;
@@ -78,9 +81,11 @@ class IntentEngineTest : public ::testing::Test {
   }
 
   static fs::path* work_;
+  static fs::path* model_dir_;
 };
 
 fs::path* IntentEngineTest::work_ = nullptr;
+fs::path* IntentEngineTest::model_dir_ = nullptr;
 
 TEST_F(IntentEngineTest, PredictsIntentAnswerConfidenceAndMargin) {
   auto engine = load();

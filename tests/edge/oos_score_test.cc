@@ -12,15 +12,12 @@
 #include "edge/intent_trainer.h"
 #include "edge/model_manifest.h"
 #include "support/child_process.h"
+#include "support/shared_model.h"
 
 namespace hengshi::edge {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path fixture(const std::string& name) {
-  return fs::path(testing::source_path("")) / "tests/edge/fixtures" / name;
-}
 
 class OosScoreTest : public ::testing::Test {
  protected:
@@ -34,18 +31,17 @@ class OosScoreTest : public ::testing::Test {
     fs::remove_all(work_, ec);
   }
 
-  // The small FAQ fixture (4 intents, 10 __oos__ rows), first grid point: a few seconds.
-  fs::path train_small_model() const {
-    TrainOptions options;
-    options.data_path = fixture("intent_small.jsonl");
-    options.out_dir = work_ / "model";
-    options.autotune_budget_s = 0;
-    auto report = train_intent_model(options);
-    EXPECT_TRUE(report) << report.error().message;
-    if (report) {
-      EXPECT_TRUE(report->oos_score);
-    }
-    return options.out_dir;
+  // The small FAQ fixture (4 intents, 10 __oos__ rows), first grid point, trained once per build
+  // (support/shared_model.h); a copy of it in the test's own folder, which the test may change.
+  fs::path small_model() const {
+    const auto shared = testing::shared_small_intent_model();
+    EXPECT_TRUE(shared.ok) << shared.output;
+    // The trainer's report says it fitted the score (`hengshi train` prints it).
+    EXPECT_NE(shared.output.find("out-of-scope score: "), std::string::npos) << shared.output;
+    EXPECT_EQ(shared.output.find("out-of-scope score: none"), std::string::npos) << shared.output;
+    const fs::path copy = work_ / "model";
+    if (shared.ok) fs::copy(shared.dir, copy, fs::copy_options::recursive);
+    return copy;
   }
 
   fs::path work_;
@@ -186,7 +182,7 @@ TEST_F(OosScoreTest, StandInOutOfScopeRowsRoundTripAndABadBlockIsRefused) {
 }
 
 TEST_F(OosScoreTest, TrainingKeepsOneStandInPerHeldOutIntentRow) {
-  const fs::path dir = train_small_model();
+  const fs::path dir = small_model();
   auto engine = IntentEngine::load(dir);
   ASSERT_TRUE(engine) << engine.error().message;
   const OosScorer* scorer = (*engine)->oos_scorer();
@@ -209,7 +205,7 @@ TEST_F(OosScoreTest, TrainingKeepsOneStandInPerHeldOutIntentRow) {
 }
 
 TEST_F(OosScoreTest, LowForGibberishAndUnseenTopicsHighForTrainingLikeText) {
-  const fs::path dir = train_small_model();
+  const fs::path dir = small_model();
   auto engine = IntentEngine::load(dir);
   ASSERT_TRUE(engine) << engine.error().message;
   ASSERT_NE((*engine)->oos_scorer(), nullptr);
@@ -233,7 +229,7 @@ TEST_F(OosScoreTest, LowForGibberishAndUnseenTopicsHighForTrainingLikeText) {
 }
 
 TEST_F(OosScoreTest, ManifestListsTheScoreAndDetectsTampering) {
-  const fs::path dir = train_small_model();
+  const fs::path dir = small_model();
   auto manifest = load_verified_manifest(dir);
   ASSERT_TRUE(manifest) << manifest.error().message;
   std::set<std::string> names;
@@ -255,7 +251,7 @@ TEST_F(OosScoreTest, ManifestListsTheScoreAndDetectsTampering) {
 }
 
 TEST_F(OosScoreTest, ModelDirectoryWithoutTheScoreLoadsAsBefore) {
-  const fs::path dir = train_small_model();
+  const fs::path dir = small_model();
   auto with_score = IntentEngine::load(dir);
   ASSERT_TRUE(with_score) << with_score.error().message;
 

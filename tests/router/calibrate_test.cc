@@ -15,6 +15,7 @@
 
 #include "edge/intent_trainer.h"
 #include "support/child_process.h"
+#include "support/shared_model.h"
 
 #include "support/text_checks.h"
 
@@ -34,7 +35,8 @@ std::chrono::system_clock::time_point fixed_now() {
   return std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
 }
 
-// One model trained on the small fixture (4 intents + __oos__, 10 rows each) for the suite.
+// One model trained on the small fixture (4 intents + __oos__, 10 rows each), once per build for
+// every test process (support/shared_model.h).
 class CalibrateTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -42,13 +44,9 @@ class CalibrateTest : public ::testing::Test {
                          ("hengshi-calibrate-" + std::to_string(::getpid()) + "-" +
                           std::to_string(std::random_device{}())));
     fs::create_directories(*work_);
-    edge::TrainOptions options;
-    options.data_path = fixture("intent_small.jsonl");
-    options.out_dir = *work_ / "model";
-    options.autotune_budget_s = 0;
-    auto report = edge::train_intent_model(options);
-    ASSERT_TRUE(report) << report.error().message;
-    auto engine = edge::IntentEngine::load(*work_ / "model");
+    const auto shared = testing::shared_small_intent_model();
+    ASSERT_TRUE(shared.ok) << shared.output;
+    auto engine = edge::IntentEngine::load(shared.dir);
     ASSERT_TRUE(engine) << engine.error().message;
     engine_ = engine->release();
   }

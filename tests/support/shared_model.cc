@@ -99,4 +99,10 @@ SharedModel shared_demo_intent_model() {
                               {"train", "--data", source_path("data/demo_faq.jsonl"), "--search-budget", "0"});
 }
 
+SharedModel shared_small_intent_model() {
+  return shared_trained_model(
+      "small-intent",
+      {"train", "--data", source_path("tests/edge/fixtures/intent_small.jsonl"), "--search-budget", "0"});
+}
+
 }  // namespace hengshi::testing

@@ -30,4 +30,8 @@ SharedModel shared_trained_model(const std::string& name, const std::vector<std:
 // The shipped demo FAQ (data/demo_faq.jsonl), trained without a search: what most gateway tests use.
 SharedModel shared_demo_intent_model();
 
+// The small fixture (tests/edge/fixtures/intent_small.jsonl: 4 intents + __oos__, 10 rows each),
+// trained without a search: the intent engine's and calibration's unit tests.
+SharedModel shared_small_intent_model();
+
 }  // namespace hengshi::testing
