@@ -7,6 +7,7 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "core/header_field.h"
 #include "core/json_text.h"
 #include "edge/intent_dataset.h"
 #include "edge/intent_engine.h"
@@ -194,7 +195,7 @@ awaitable<void> ChatCompletions::send_error(HttpExchange& exchange, const ApiErr
 
 awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
   const auto& http_request = exchange.request();
-  std::string_view content_type = to_std(http_request[http::field::content_type]);
+  std::string_view content_type = field_value(http_request, http::field::content_type);
   if (!is_json_content_type(content_type)) {
     co_await send_error(exchange,
                         ApiError::unsupported_media_type(
@@ -438,7 +439,7 @@ void ChatCompletions::prepare_cache(const HttpExchange& exchange, const ChatRequ
   const auto& task_type = request.hengshi.task_type;
   if (!config_.cache.enabled_for(task_type)) return skip("task_type");
   if (request.hengshi.cache == false) return skip("request");
-  const RequestCacheControl control = parse_cache_control(to_std(exchange.request()[http::field::cache_control]));
+  const RequestCacheControl control = parse_cache_control(field_value(exchange.request(), http::field::cache_control));
   if (control.no_store) return skip("no-store");
   // PII never enters the cache, nor does what could not be checked for it; a hand-off is a person.
   const Reason reason = meta.decision.reason;

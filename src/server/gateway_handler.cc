@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "core/header_field.h"
 #include "core/json_text.h"
 #include "server/auth_metrics.h"
 #include "server/chat_completions.h"
@@ -68,7 +69,7 @@ void GatewayHandler::stop_background() { chat_->stop_shadows(); }
 awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::string& route) {
   std::string_view path = path_of(to_std(exchange.request().target()));
   if (keys_ == nullptr || !path.starts_with("/v1/")) co_return true;
-  std::string_view authorization = to_std(exchange.request()[http::field::authorization]);
+  std::string_view authorization = field_value(exchange.request(), http::field::authorization);
   std::string_view secret = bearer_token(authorization);
   std::shared_ptr<const ClientKey> key =
       secret.empty() ? nullptr : keys_->authenticate(secret, exchange.connection_memo());
