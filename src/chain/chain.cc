@@ -7,6 +7,9 @@
 #include "chain/commit_gate.h"
 
 namespace hengshi::chain {
+
+using namespace std::string_view_literals;
+
 namespace {
 
 using std::chrono::duration_cast;
@@ -138,7 +141,7 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
       co_await attempt(*source, source_request, step, last_step, hold, budget.deadline(), request, meta, attempted);
       AttemptOutcome& outcome = *attempted;
       walk_broke = walk_broke || outcome.broke_midway;
-      if (!outcome.result && outcome.result.error().kind == "circuit_open") {
+      if (!outcome.result && outcome.result.error().kind == "circuit_open"sv) {
         // Every member's breaker is open: the pool refused without a call. Not an attempt; the
         // level is skipped at once (no retry: the breakers stay open longer than any backoff).
         last_error = outcome.result.error();
@@ -228,7 +231,8 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
       co_return;
     }
     hop.outcome = last_error ? last_error->kind : "failed";
-    if (hop.attempts.empty() && last_error && last_error->kind == "circuit_open") hop.outcome = "skipped_circuit_open";
+    if (hop.attempts.empty() && last_error && last_error->kind == "circuit_open"sv)
+      hop.outcome = "skipped_circuit_open";
     record_hop(meta, std::move(hop), hop_started);
   }
   if (billed > 0.0) meta.cost = billed;
@@ -459,7 +463,7 @@ void Chain::maybe_fill(const ChainRequest& request, PlanStep step, const Answer&
     cached.finish_reason = answer.finish_reason;
   }
   // A cut answer (length, content filter) is not the whole answer.
-  if (cached.finish_reason != "stop" || cached.content.empty()) return;
+  if (cached.finish_reason != "stop"sv || cached.content.empty()) return;
   request.cache->cache->fill(request.cache->query, std::move(cached));
 }
 

@@ -285,7 +285,7 @@ RouteInput route_input(const ChatRequest& request, const Budget& budget) {
   for (const auto& message : request.messages) input.texts.emplace_back(message.text);
   // last_user_text() returns by value; find the message itself so the view stays valid.
   for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it) {
-    if (it->role == "user") {
+    if (it->role == "user"sv) {
       input.last_user_text = it->text;
       break;
     }
@@ -298,7 +298,7 @@ RouteInput route_input(const ChatRequest& request, const Budget& budget) {
   input.requested_output_tokens =
       request.max_tokens ? static_cast<int>(std::min<std::int64_t>(*request.max_tokens, 1 << 30)) : 0;
   input.wants_structured_output =
-      request.response_format == "json_schema" || request.response_format == "json_object";
+      request.response_format == "json_schema"sv || request.response_format == "json_object"sv;
   element root;
   if (!request.body_root(root) || root.type() != Type::OBJECT) return input;
   // The gateway's own object never goes upstream: not read.
@@ -458,12 +458,13 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   }
 
   // 2. Pins by model name.
-  if (input.model == "edge-llm") {
+  if (input.model == "edge-llm"sv) {
     set_edge(decision, EdgeEngine::llm, Reason::model_pinned);
     record_session(complexity);
     return decision;
   }
-  if ((input.model == "cloud-small" || input.model == "cloud-large") && has_pool(input, input.model)) {
+  if ((input.model == "cloud-small"sv || input.model == "cloud-large"sv) &&
+      has_pool(input, input.model)) {
     set(decision, input.model, Reason::model_pinned);
     record_session(complexity);
     return decision;
@@ -514,7 +515,7 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   // A band that sends a request to cloud-small sends it to cloud-large instead when it is hard:
   // the intent model's doubt says the FAQ does not know the question, not that it is difficult.
   auto tiered = [&](const std::string& route, Reason reason, FallbackType fallback_type) {
-    if (route == "cloud-small" && has_pool(input, "cloud-large") && is_hard()) {
+    if (route == "cloud-small"sv && has_pool(input, "cloud-large") && is_hard()) {
       set(decision, Route::cloud_large, Reason::complexity_hard, fallback_type);
     } else {
       set(decision, route, reason, fallback_type);
@@ -531,7 +532,7 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   } else if (prediction->confidence >= band.high && intent_has_answer(prediction)) {
     set_edge(decision, EdgeEngine::intent, Reason::high_confidence);
   } else if (prediction->confidence >= band.low) {
-    const bool verify = policy.confidence.middle_band_route == "edge_verify";
+    const bool verify = policy.confidence.middle_band_route == "edge_verify"sv;
     if (verify && intent_has_answer(prediction) && has_pool(input, "cloud-small")) {
       // The edge's answer, pending a yes/no check by cloud-small (the server runs it).
       set_edge(decision, EdgeEngine::intent, Reason::middle_band_verify);

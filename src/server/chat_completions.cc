@@ -21,6 +21,9 @@
 #include "server/sse.h"
 
 namespace hengshi::server {
+
+using namespace std::string_view_literals;
+
 namespace {
 
 using nlohmann::json;
@@ -246,9 +249,9 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
   input.offline = offline_ != nullptr && offline_->offline();
   input.offline_threshold = config_.chain.offline.edge_threshold;
   const std::string& last_resort = config_.chain.last_resort.kind;
-  input.last_resort = last_resort == "error"   ? std::nullopt
-                      : last_resort == "human" ? std::optional<Source>(Source::human_handoff)
-                                               : std::optional<Source>(Source::last_resort_reply);
+  input.last_resort = last_resort == "error"sv   ? std::nullopt
+                      : last_resort == "human"sv ? std::optional<Source>(Source::human_handoff)
+                                                 : std::optional<Source>(Source::last_resort_reply);
   const auto policy = router_.policy();  // one snapshot for the whole request
   meta.decision = router_.decide(input, *policy);
   meta.offline = meta.decision.reason == Reason::offline;
@@ -349,14 +352,16 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
     if (hop.source == Source::edge_llm && offline_ != nullptr) {
       // The edge LLM's health: engine failures in a row take the edge out of the plans (the cloud
       // answers; it is tried again every few seconds); a full queue or a long prompt says nothing.
-      if (hop.outcome == "ok") {
+      if (hop.outcome == "ok"sv) {
         offline_->record_edge_success();
-      } else if (hop.outcome == "decode_failed" || hop.outcome == "edge_llm_stopped") {
+      } else if (hop.outcome == "decode_failed"sv || hop.outcome == "edge_llm_stopped"sv) {
         offline_->record_edge_error(hop.outcome);
       }
     }
     if (hop.source != Source::edge_intent_verified) continue;
-    const std::string verdict = hop.outcome == "ok" ? "yes" : hop.outcome == "rejected" ? "no" : "error";
+    const std::string verdict = hop.outcome == "ok"sv         ? "yes"
+                                : hop.outcome == "rejected"sv ? "no"
+                                                              : "error";
     meta.decision.figures["verify_verdict"] = verdict;
     ServerMetrics::count_verification(verdict);
   }
@@ -390,14 +395,14 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
     meta.decision.confidence = mean->get<double>();
   }
   const std::string pool = answer.pool.empty() ? "canned" : answer.pool;
-  ServerMetrics::count_tokens(pool == "canned" ? "edge" : pool, answer.usage.prompt, answer.usage.completion,
-                              meta.cost.value_or(0.0));
+  ServerMetrics::count_tokens(pool == "canned"sv ? "edge" : pool, answer.usage.prompt,
+                              answer.usage.completion, meta.cost.value_or(0.0));
   // Overhead is measured just before serialising: everything but the source's own time.
   meta.overhead_us = std::max<std::int64_t>(0, micros_since(exchange.received_at()) - answer.source_time.count());
   ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
   bool delivered = result.streamed ? co_await writer.finish_stream(meta, answer)
                                    : co_await writer.write_answer(meta, answer);
-  if (pool == "edge") {
+  if (pool == "edge"sv) {
     ServerMetrics::observe_edge(meta.decision.edge_engine == EdgeEngine::llm || answer.ttft.count() > 0 ? "llm" : "intent",
                                 delivered ? "ok" : "client_closed",
                                 std::chrono::duration<double>(answer.source_time).count());

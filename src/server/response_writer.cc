@@ -8,6 +8,9 @@
 #include "server/sse.h"
 
 namespace hengshi::server {
+
+using namespace std::string_view_literals;
+
 namespace {
 
 using nlohmann::json;
@@ -23,7 +26,7 @@ void for_each_meta_header(const ResponseMeta& meta, Add&& add) {
   add("X-Hengshi-Cache", meta.cache);
   if (meta.offline) add("X-Hengshi-Offline", "true");
   // The gateway's own answer after every model failed: served, but degraded.
-  if (meta.cache == "stale") {
+  if (meta.cache == "stale"sv) {
     add("X-Hengshi-Degraded", "stale_cache");
   } else if (meta.level == static_cast<int>(Level::last_resort)) {
     add("X-Hengshi-Degraded", "last_resort");
