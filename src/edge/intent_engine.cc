@@ -7,6 +7,7 @@
 #include <set>
 
 #include "edge/intent_dataset.h"
+#include "edge/model_field_error.h"
 
 namespace hengshi::edge {
 namespace {
@@ -102,8 +103,7 @@ Result<std::unique_ptr<IntentEngine>> IntentEngine::load(const std::filesystem::
     const auto it = answers_json->find(labels[i]);
     if (it == answers_json->end()) continue;
     if (!it->is_string()) {
-      return Error{"model_invalid",
-                   answers_path.string() + ": field \"" + labels[i] + "\": not a string"};
+      return model_field_invalid(answers_path, labels[i], "not a string");
     }
     engine->answers_[i] = it->get<std::string>();
   }
