@@ -318,7 +318,8 @@ def recorded_ratio(baseline, model):
     ratios = baseline.get("overhead_rps_ratio", {})
     keys = [k for k in ratios if k != "*" and model.startswith(k)]
     if keys:
-        return max(keys, key=len), ratios[max(keys, key=len)]
+        kind = max(keys, key=len)
+        return kind, ratios[kind]
     return ("any CPU without its own entry (*)", ratios["*"]) if "*" in ratios else (None, None)
 
 
