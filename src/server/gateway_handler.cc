@@ -66,14 +66,14 @@ void GatewayHandler::use_offline_mode(chain::OfflineMode* offline) {
 
 void GatewayHandler::stop_background() { chat_->stop_shadows(); }
 
-awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::string& route) {
+GatewayHandler::KeyCheck GatewayHandler::check_key(HttpExchange& exchange, std::string_view route) {
+  KeyCheck check;
   std::string_view path = path_of(to_std(exchange.request().target()));
-  if (keys_ == nullptr || !path.starts_with("/v1/")) co_return true;
+  if (keys_ == nullptr || !path.starts_with("/v1/")) return check;
   std::string_view authorization = field_value(exchange.request(), http::field::authorization);
   std::string_view secret = bearer_token(authorization);
-  std::shared_ptr<const ClientKey> key =
-      secret.empty() ? nullptr : keys_->authenticate(secret, exchange.connection_memo());
-  if (!key) {
+  check.key = secret.empty() ? nullptr : keys_->authenticate(secret, exchange.connection_memo());
+  if (!check.key) {
     AuthMetrics::count_failure(secret.empty() ? "missing_key" : "invalid_key");
     // The presented key is never echoed, not even in part.
     ApiError error = key_errors::invalid_api_key(
@@ -83,35 +83,35 @@ awaitable<bool> GatewayHandler::authenticate(HttpExchange& exchange, const std::
     response.set(http::field::content_type, "application/json");
     response.set(http::field::www_authenticate, "Bearer");
     response.body() = error.body();
-    co_await exchange.send(std::move(response));
-    co_return false;
+    check.refusal = std::move(response);
+    return check;
   }
-  AuthMetrics::count_request(key->name);
+  AuthMetrics::count_request(check.key->name);
   if (route == "/v1/chat/completions"sv && exchange.request().method() == http::verb::post) {
-    // No co_await inside a conditional expression: g++ 12 miscompiles it.
-    Admission admission;
     if (fleet_limits_) {
-      admission = co_await fleet_limits_->admit(*key);
+      check.ask_fleet = true;
     } else {
-      admission = limits_.admit(*key, LimitClock::now());
-    }
-    if (!admission.allowed) {
-      AuthMetrics::count_rate_limited(key->name, admission.limit);
-      ApiError error = admission.limit == "budget"
-                           ? key_errors::insufficient_quota(key->name)
-                           : key_errors::rate_limited(key->name, admission.limit);
-      Response response{http::status::too_many_requests, exchange.request().version()};
-      response.set(http::field::content_type, "application/json");
-      if (admission.retry_after_s > 0) {
-        response.set(http::field::retry_after, std::to_string(admission.retry_after_s));
-      }
-      response.body() = error.body();
-      co_await exchange.send(std::move(response));
-      co_return false;
+      refuse_over_limit(check, limits_.admit(*check.key, LimitClock::now()),
+                        exchange.request().version());
     }
   }
-  exchange.set_client_key(std::move(key));
-  co_return true;
+  return check;
+}
+
+void GatewayHandler::refuse_over_limit(KeyCheck& check, const Admission& admission,
+                                       unsigned version) {
+  if (admission.allowed) return;
+  AuthMetrics::count_rate_limited(check.key->name, admission.limit);
+  ApiError error = admission.limit == "budget"
+                       ? key_errors::insufficient_quota(check.key->name)
+                       : key_errors::rate_limited(check.key->name, admission.limit);
+  Response response{http::status::too_many_requests, version};
+  response.set(http::field::content_type, "application/json");
+  if (admission.retry_after_s > 0) {
+    response.set(http::field::retry_after, std::to_string(admission.retry_after_s));
+  }
+  response.body() = error.body();
+  check.refusal = std::move(response);
 }
 
 void GatewayHandler::on_protocol_error(int status) {
@@ -120,18 +120,35 @@ void GatewayHandler::on_protocol_error(int status) {
 
 awaitable<void> GatewayHandler::handle(HttpExchange& exchange) {
   std::string_view path = path_of(to_std(exchange.request().target()));
-  std::string route = "unknown";
+  std::string_view route = "unknown";
   for (const auto& endpoint : kEndpoints) {
-    if (path == endpoint.path) route = std::string(endpoint.path);
+    if (path == endpoint.path) route = endpoint.path;
   }
-  if (co_await authenticate(exchange, route)) co_await dispatch(exchange, route);
-  std::string method(exchange.request().method_string());
-  ServerMetrics::count_request(route, method, exchange.status());
+  // The key check and the usual dispatch are plain calls, not coroutines of their own: each
+  // nested coroutine is a frame allocation and a trip through Asio's awaitable machinery, and
+  // they suspend only to ask a fleet's limits or to send a refusal.
+  KeyCheck check = check_key(exchange, route);
+  if (check.ask_fleet) {
+    const Admission admission = co_await fleet_limits_->admit(*check.key);
+    refuse_over_limit(check, admission, exchange.request().version());
+  }
+  if (check.refusal) {
+    co_await exchange.send(std::move(*check.refusal));
+  } else {
+    if (check.key) exchange.set_client_key(std::move(check.key));
+    if (route == "/v1/chat/completions"sv && exchange.request().method() == http::verb::post) {
+      co_await chat_->handle(exchange);
+    } else {
+      co_await dispatch(exchange, route);
+    }
+  }
+  ServerMetrics::count_request(route, to_std(exchange.request().method_string()),
+                               exchange.status());
   ServerMetrics::observe_latency(
       route, std::chrono::duration<double>(Clock::now() - exchange.received_at()).count());
 }
 
-awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::string& route) {
+awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, std::string_view route) {
   const auto method = exchange.request().method();
   if (route == "unknown"sv) {
     co_await exchange.send_json(
@@ -148,7 +165,7 @@ awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, const std::stri
       response.set(http::field::content_type, "application/json");
       response.body() =
           ApiError::method_not_allowed(std::string(exchange.request().method_string()) +
-                                       " is not allowed on " + route + "; use " +
+                                       " is not allowed on " + std::string(route) + "; use " +
                                        std::string(http::to_string(endpoint.method)))
               .body();
       co_await exchange.send(std::move(response));

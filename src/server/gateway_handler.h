@@ -11,7 +11,9 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "cache/answer_cache.h"
 #include "chain/offline_mode.h"
@@ -56,9 +58,19 @@ class GatewayHandler : public RequestHandler {
   void on_protocol_error(int status) override;
 
  private:
-  awaitable<void> dispatch(HttpExchange& exchange, const std::string& route);
-  // True when the request may go on; otherwise the 401/429 has been sent.
-  awaitable<bool> authenticate(HttpExchange& exchange, const std::string& route);
+  // What the client-key check concludes, without waiting: a refusal to send (401/429), the key
+  // the request goes on with (null when auth is off or the path is open), or that the fleet's
+  // limits must be asked first (ask_fleet; then refuse_over_limit with their answer).
+  struct KeyCheck {
+    std::optional<Response> refusal;
+    std::shared_ptr<const ClientKey> key;
+    bool ask_fleet = false;
+  };
+  KeyCheck check_key(HttpExchange& exchange, std::string_view route);
+  // Sets check.refusal (a 429) when the admission says no.
+  static void refuse_over_limit(KeyCheck& check, const Admission& admission, unsigned version);
+  // The endpoints other than POST /v1/chat/completions, and the 404s and 405s.
+  awaitable<void> dispatch(HttpExchange& exchange, std::string_view route);
 
   const Config& config_;
   std::map<std::string, cloud::CloudPool*> pools_;

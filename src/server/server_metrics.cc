@@ -10,9 +10,9 @@ using obs::Registry;
 
 namespace {
 
-const std::string& bounded_method(const std::string& method) {
-  static const std::array<std::string, 9> kMethods = {"GET", "POST", "PUT", "DELETE", "HEAD",
-                                                      "OPTIONS", "PATCH", "-", "other"};
+std::string_view bounded_method(std::string_view method) {
+  static constexpr std::array<std::string_view, 9> kMethods = {
+      "GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "-", "other"};
   for (const auto& known : kMethods) {
     if (method == known) return known;
   }
@@ -21,13 +21,13 @@ const std::string& bounded_method(const std::string& method) {
 
 }  // namespace
 
-void ServerMetrics::count_request(const std::string& route, const std::string& method, int status) {
+void ServerMetrics::count_request(std::string_view route, std::string_view method, int status) {
   static obs::CounterFamily requests("hengshi_http_requests_total", "HTTP requests by route, method and status",
                                      {"route", "method", "status"});
   requests.at({route, bounded_method(method), std::to_string(status)}).inc();
 }
 
-void ServerMetrics::observe_latency(const std::string& route, double seconds) {
+void ServerMetrics::observe_latency(std::string_view route, double seconds) {
   static obs::HistogramFamily latency("hengshi_http_request_duration_seconds",
                                       "Time from request fully read to response fully written", {"route"});
   latency.at({route}).observe(seconds);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "obs/metrics.h"
 
@@ -11,9 +12,9 @@ namespace hengshi::server {
 struct ServerMetrics {
   // hengshi_http_requests_total{route, method, status}; methods outside the standard verbs are
   // counted as "other" (the label set stays bounded whatever clients send)
-  static void count_request(const std::string& route, const std::string& method, int status);
+  static void count_request(std::string_view route, std::string_view method, int status);
   // hengshi_http_request_duration_seconds{route}
-  static void observe_latency(const std::string& route, double seconds);
+  static void observe_latency(std::string_view route, double seconds);
   // hengshi_routed_requests_total{route, reason}: one per chat decision
   static void count_decision(const std::string& route, const std::string& reason);
   // hengshi_gateway_overhead_seconds: time in the gateway with upstream time excluded
