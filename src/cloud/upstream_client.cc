@@ -200,20 +200,27 @@ class UpstreamCall {
   UpstreamCall(const UpstreamCall&) = delete;
   UpstreamCall& operator=(const UpstreamCall&) = delete;
 
-  // Fills `reply` (left as it was on failure): the reply is built once, in the caller's frame,
-  // not moved out through each coroutine level (eight strings, twice a level).
-  awaitable<std::optional<UpstreamError>> complete(const ForwardBody& request, UpstreamReply& reply) {
-    if (auto refused = refuse()) co_return finish(std::move(*refused));
-    body_ = upstream_body(request, client_.config_.model, /*stream=*/false);
-    auto exchange = [this, &reply](auto& stream, Connection& connection, bool& retry_fresh) {
-      return exchange_json(stream, connection, retry_fresh, reply);
+  // One buffered call, start to end: fills `reply` (left as it was on failure). The reply is
+  // built once, in the caller's frame, not moved out through each coroutine level (eight
+  // strings, twice a level). The call lives in this coroutine's own frame, so the client's
+  // complete_into() adds no level of its own.
+  static awaitable<std::optional<UpstreamError>> complete(UpstreamClient& client,
+                                                          const ForwardBody& request,
+                                                          Deadline deadline, CancelToken cancel,
+                                                          UpstreamReply& reply) {
+    auto executor = co_await asio::this_coro::executor;
+    UpstreamCall call(client, std::move(executor), deadline, cancel);
+    if (auto refused = call.refuse()) co_return call.finish(std::move(*refused));
+    call.body_ = upstream_body(request, client.config_.model, /*stream=*/false);
+    auto exchange = [&call, &reply](auto& stream, Connection& connection, bool& retry_fresh) {
+      return call.exchange_json(stream, connection, retry_fresh, reply);
     };
-    if (auto failed = co_await on_connection<std::optional<UpstreamError>>(exchange)) {
-      co_return finish(std::move(*failed));
+    if (auto failed = co_await call.on_connection<std::optional<UpstreamError>>(exchange)) {
+      co_return call.finish(std::move(*failed));
     }
-    reply.latency = elapsed();
-    client_.record_latency(reply.latency);
-    client_.metrics_.succeeded(reply.latency);
+    reply.latency = call.elapsed();
+    client.record_latency(reply.latency);
+    client.metrics_.succeeded(reply.latency);
     co_return std::nullopt;
   }
 
@@ -272,9 +279,12 @@ class UpstreamCall {
   template <typename Outcome, typename Exchange>
   awaitable<Outcome> on_connection(Exchange exchange) {
     for (int attempt = 0;; ++attempt) {
-      auto acquired = co_await acquire(/*fresh=*/attempt > 0);
-      if (!acquired) co_return acquired.error();
-      std::unique_ptr<Connection> connection = std::move(acquired).value();
+      std::unique_ptr<Connection> connection = attempt == 0 ? take_pooled() : nullptr;
+      if (!connection) {
+        auto connected = co_await connect();
+        if (!connected) co_return connected.error();
+        connection = std::move(connected).value();
+      }
       bool retry_fresh = false;
       // Not a conditional expression: g++ 12 mishandles temporaries of co_await inside ?:.
       std::optional<Outcome> result;
@@ -458,10 +468,10 @@ class UpstreamCall {
     }
   }
 
-  awaitable<Result<std::unique_ptr<Connection>, UpstreamError>> acquire(bool fresh) {
-    while (!fresh) {
-      auto idle = client_.take_idle();
-      if (!idle) break;
+  // A pooled connection that is still usable, or null (then connect()). Not a coroutine: the
+  // usual case under load waits for nothing, and a coroutine level costs a frame per request.
+  std::unique_ptr<Connection> take_pooled() {
+    while (auto idle = client_.take_idle()) {
       // A connection idle for a moment is not peeked at (a syscall per request under load); a
       // server that closed it even so is caught by the stale-connection retry in on_connection.
       const bool recently_used = Clock::now() - idle->idle_since < kPeekAfterIdle;
@@ -469,9 +479,9 @@ class UpstreamCall {
       idle->reused = true;
       idle->reusable = false;
       active_ = idle.get();
-      co_return std::move(idle);
+      return idle;
     }
-    co_return co_await connect();
+    return nullptr;
   }
 
   awaitable<Result<std::unique_ptr<Connection>, UpstreamError>> connect() {
@@ -861,9 +871,7 @@ UpstreamClient::~UpstreamClient() = default;
 
 awaitable<std::optional<UpstreamError>> UpstreamClient::complete_into(const ForwardBody& request, Deadline deadline,
                                                                        CancelToken cancel, UpstreamReply& reply) {
-  auto executor = co_await asio::this_coro::executor;
-  UpstreamCall call(*this, executor, deadline, cancel);
-  co_return co_await call.complete(request, reply);
+  return UpstreamCall::complete(*this, request, deadline, std::move(cancel), reply);
 }
 
 awaitable<Result<UpstreamReply, UpstreamError>> UpstreamClient::complete(const ForwardBody& request,
