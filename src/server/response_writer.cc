@@ -142,19 +142,24 @@ awaitable<bool> ResponseWriter::finish_stream(const ResponseMeta& meta, const ch
 }
 
 awaitable<bool> ResponseWriter::write_answer(const ResponseMeta& meta, chain::Answer& answer) {
+  if (request_.stream) return write_answer_as_stream(meta, answer);
+  // Not a coroutine: the one write is send_text's; a level of our own would cost a frame.
+  std::string meta_lines = meta_header_lines(meta);
+  append_header_line(meta_lines, "X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
+  // The upstream's own bytes, passed through with our metadata spliced in (no re-serialising).
   const TokenUsage tokens{answer.usage.prompt, answer.usage.completion};
-  if (!request_.stream) {
-    std::string meta_lines = meta_header_lines(meta);
-    append_header_line(meta_lines, "X-Hengshi-Overhead-Us", std::to_string(meta.overhead_us));
-    // The upstream's own bytes, passed through with our metadata spliced in (no re-serialising).
-    std::string body = answer.upstream_body.present()
-                           ? cloud::with_member(answer.upstream_body, "hengshi", client_meta_text(meta))
-                           : with_last_member(completion_text(meta.request_id, meta.model, answer.content,
-                                                              answer.finish_reason, tokens),
-                                              "hengshi", client_meta_text(meta));
-    co_return co_await exchange_.send_text(http::status::ok, "application/json", std::move(body),
-                                           std::move(meta_lines));
-  }
+  std::string body =
+      answer.upstream_body.present()
+          ? cloud::with_member(answer.upstream_body, "hengshi", client_meta_text(meta))
+          : with_last_member(completion_text(meta.request_id, meta.model, answer.content,
+                                             answer.finish_reason, tokens),
+                             "hengshi", client_meta_text(meta));
+  return exchange_.send_text(http::status::ok, "application/json", std::move(body),
+                             std::move(meta_lines));
+}
+
+awaitable<bool> ResponseWriter::write_answer_as_stream(const ResponseMeta& meta,
+                                                       chain::Answer& answer) {
   if (!co_await open(meta)) co_return false;
   // Same event sequence as OpenAI: role, content, finish_reason, [usage], then our metadata.
   chain::Answer whole = answer;

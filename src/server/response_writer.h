@@ -45,6 +45,8 @@ class ResponseWriter : public chain::StreamOut {
   std::string client_meta_text(const ResponseMeta& meta) const { return meta.to_json_text(expose_figures_); }
 
  private:
+  // write_answer() for a request that streams: the whole answer as SSE events.
+  awaitable<bool> write_answer_as_stream(const ResponseMeta& meta, chain::Answer& answer);
   awaitable<bool> send_role_once(const ResponseMeta& meta);
   awaitable<bool> write_event(const nlohmann::json& event);
   // Writes `events` (SSE text) after any held back, as one chunk.
