@@ -73,7 +73,14 @@ std::string new_request_id() {
     return std::string(buffer);
   }();
   static std::atomic<std::uint64_t> counter{0};
-  return "hs-" + prefix + "-" + std::to_string(counter.fetch_add(1) + 1);
+  // Written into one buffer: "hs-" + prefix + "-" + to_string() built three heap strings.
+  char digits[20];
+  const auto end =
+      std::to_chars(std::begin(digits), std::end(digits), counter.fetch_add(1) + 1).ptr;
+  std::string id;
+  id.reserve(3 + prefix.size() + 1 + static_cast<std::size_t>(end - digits));
+  id.append("hs-").append(prefix).append("-").append(digits, end);
+  return id;
 }
 
 Result<Ok, ApiError> apply_extension_headers(const http::request<http::string_body>& request,
@@ -255,8 +262,7 @@ awaitable<void> ChatCompletions::handle(HttpExchange& exchange) {
   const auto policy = router_.policy();  // one snapshot for the whole request
   meta.decision = router_.decide(input, *policy);
   meta.offline = meta.decision.reason == Reason::offline;
-  ServerMetrics::count_decision(std::string(to_string(meta.decision.route)),
-                                std::string(to_string(meta.decision.reason)));
+  ServerMetrics::count_decision(to_string(meta.decision.route), to_string(meta.decision.reason));
 
   if (meta.decision.plan.steps.empty() && meta.decision.reason != Reason::deadline_exceeded) {
     // Nothing on this gateway can serve what was asked for (a pinned engine that is not configured).

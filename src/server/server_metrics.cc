@@ -33,7 +33,7 @@ void ServerMetrics::observe_latency(std::string_view route, double seconds) {
   latency.at({route}).observe(seconds);
 }
 
-void ServerMetrics::count_decision(const std::string& route, const std::string& reason) {
+void ServerMetrics::count_decision(std::string_view route, std::string_view reason) {
   static obs::CounterFamily decisions("hengshi_routed_requests_total", "Chat requests by chosen route and reason",
                                       {"route", "reason"});
   decisions.at({route, reason}).inc();

@@ -16,7 +16,7 @@ struct ServerMetrics {
   // hengshi_http_request_duration_seconds{route}
   static void observe_latency(std::string_view route, double seconds);
   // hengshi_routed_requests_total{route, reason}: one per chat decision
-  static void count_decision(const std::string& route, const std::string& reason);
+  static void count_decision(std::string_view route, std::string_view reason);
   // hengshi_gateway_overhead_seconds: time in the gateway with upstream time excluded
   static void observe_overhead(double seconds);
   // hengshi_client_disconnects_total{phase}
