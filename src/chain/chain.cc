@@ -14,8 +14,8 @@ namespace {
 
 using std::chrono::duration_cast;
 
-std::int64_t ms_since(Clock::time_point start) {
-  return duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+std::int64_t ms_between(Clock::time_point start, Clock::time_point end) {
+  return duration_cast<std::chrono::milliseconds>(end - start).count();
 }
 
 AttemptError deadline_error() {
@@ -43,8 +43,10 @@ struct AttemptState {
   bool ttft_fired = false;
 };
 
-void record_hop(ResponseMeta& meta, HopRecord hop, Clock::time_point started) {
-  hop.ms = ms_since(started);
+// `ended`: when the hop's last attempt returned, read once for the attempt and the hop alike.
+void record_hop(ResponseMeta& meta, HopRecord hop, Clock::time_point started,
+                Clock::time_point ended = Clock::now()) {
+  hop.ms = ms_between(started, ended);
   ChainMetrics::count_hop(to_string(hop.level), to_string(hop.source), hop.outcome);
   meta.hops.push_back(std::move(hop));
 }
@@ -105,7 +107,9 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
     }
     // Nothing starts on a spent budget, the last resort included: its time is the reserve the
     // levels before it leave (chain.shares.last_resort_ms), so no answer outlives the deadline.
-    if (budget.spent()) {
+    // One clock reading for the hop's start, its budget checks and its first attempt: each
+    // reading is a vDSO call, and a request made two dozen of them.
+    if (budget.spent(hop_started)) {
       hop.outcome = "skipped_budget_spent";
       last_error = deadline_error();
       record_hop(meta, std::move(hop), hop_started);
@@ -118,7 +122,7 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
         co_return;
       }
     }
-    const Deadline level_deadline = budget.for_level(step.level, last_before_resort);
+    const Deadline level_deadline = budget.for_level(step.level, last_before_resort, hop_started);
     SourceRequest source_request;
     source_request.request = request.request;
     source_request.prediction = request.prediction;
@@ -129,7 +133,7 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
     const bool waits = step.source != Source::edge_intent && answer_kind(step.source) == AnswerKind::model;
     if (waits && request.will_wait) request.will_wait();
     for (int retry = 0;; ++retry) {
-      const auto attempt_started = Clock::now();
+      const auto attempt_started = retry == 0 ? hop_started : Clock::now();
       if (retry > 0) ChainMetrics::count_retry(to_string(step.source));
       // Could anything replace this attempt's stream if it broke before the commit point: a later
       // step of the plan, or a retry at this level?
@@ -140,6 +144,7 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
       std::optional<AttemptOutcome> attempted;
       co_await attempt(*source, source_request, step, last_step, hold, budget.deadline(), request, meta, attempted);
       AttemptOutcome& outcome = *attempted;
+      const auto attempt_ended = Clock::now();
       walk_broke = walk_broke || outcome.broke_midway;
       if (!outcome.result && outcome.result.error().kind == "circuit_open"sv) {
         // Every member's breaker is open: the pool refused without a call. Not an attempt; the
@@ -149,7 +154,7 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
       }
       meta.attempts += 1;
       AttemptRecord record;
-      record.ms = ms_since(attempt_started);
+      record.ms = ms_between(attempt_started, attempt_ended);
       if (!outcome.result) record.member_open = outcome.result.error().member_open;
       if (outcome.result) {
         Answer& answer = *outcome.result;
@@ -157,7 +162,7 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
         hop.attempts.push_back(std::move(record));
         hop.outcome = "ok";
         ChainMetrics::count_attempt(to_string(step.source), "ok");
-        record_hop(meta, std::move(hop), hop_started);
+        record_hop(meta, std::move(hop), hop_started, attempt_ended);
         if (is_cloud(step.source)) {
           if (hooks_.on_cloud_outcome) hooks_.on_cloud_outcome(nullptr);
           // Upstream time only: for a stream its first piece (held, so no client write is in it).
@@ -196,7 +201,7 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
       if (stop) {
         error.after_first_byte = outcome.committed;
         hop.outcome = error.kind;
-        record_hop(meta, std::move(hop), hop_started);
+        record_hop(meta, std::move(hop), hop_started, attempt_ended);
         if (billed > 0.0) meta.cost = billed;
         ChainMetrics::count_answer("none", "error");
         out.committed = outcome.committed;

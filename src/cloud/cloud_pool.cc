@@ -213,8 +213,7 @@ bool CloudPool::update_panic(Clock::time_point now, std::vector<MemberSignal>* s
   return panic;
 }
 
-CloudPool::Choice CloudPool::choose(const CallOptions& options) {
-  const Clock::time_point now = Clock::now();
+CloudPool::Choice CloudPool::choose(const CallOptions& options, Clock::time_point now) {
   // The signals vector is reused per thread: choosing allocates nothing on the hot path.
   thread_local std::vector<MemberSignal> signals;
   signals.clear();
@@ -253,8 +252,9 @@ CloudPool::Choice CloudPool::choose(const CallOptions& options) {
 
 Result<CloudPool::Lease, UpstreamError> CloudPool::lease_for(Bulkhead::Permit permit, Deadline deadline,
                                                              const CallOptions& options) {
-  if (deadline.passed()) return deadline_passed_error();
-  Choice choice = choose(options);
+  const Clock::time_point now = Clock::now();  // one reading for the deadline and the choice
+  if (deadline.passed(now)) return deadline_passed_error();
+  Choice choice = choose(options, now);
   if (choice.index < 0) return std::move(*choice.error);
   return Lease{std::move(permit), static_cast<std::size_t>(choice.index), choice.admission};
 }

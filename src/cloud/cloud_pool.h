@@ -127,7 +127,7 @@ class CloudPool {
                                                         const CallOptions& options);
   awaitable<Result<Lease, UpstreamError>> admit(Deadline deadline, CancelToken& cancel, const CallOptions& options);
   Result<Lease, UpstreamError> lease_for(Bulkhead::Permit permit, Deadline deadline, const CallOptions& options);
-  Choice choose(const CallOptions& options);
+  Choice choose(const CallOptions& options, Clock::time_point now);
   // The members' breakers allowing calls now; updates the open-share gauge and the panic log.
   bool update_panic(Clock::time_point now, std::vector<MemberSignal>* signals);
   // The window totals of every member but `member` (for the breaker's outlier rule).

@@ -218,8 +218,11 @@ class UpstreamCall {
     if (auto failed = co_await call.on_connection<std::optional<UpstreamError>>(exchange)) {
       co_return call.finish(std::move(*failed));
     }
-    reply.latency = call.elapsed();
-    client.record_latency(reply.latency);
+    // The clock as settle() read it when the exchange ended: one reading for the idle list, the
+    // latency and its score.
+    reply.latency =
+        std::chrono::duration_cast<std::chrono::microseconds>(call.settled_at_ - call.start_);
+    client.record_latency(reply.latency, call.settled_at_);
     client.metrics_.succeeded(reply.latency);
     co_return std::nullopt;
   }
@@ -463,8 +466,9 @@ class UpstreamCall {
 
   void settle(std::unique_ptr<Connection> connection) {
     active_ = nullptr;
+    settled_at_ = Clock::now();
     if (connection->reusable && !aborted_ && connection->lowest().is_open()) {
-      client_.release(std::move(connection));
+      client_.release(std::move(connection), settled_at_);
     }
   }
 
@@ -474,7 +478,8 @@ class UpstreamCall {
     while (auto idle = client_.take_idle()) {
       // A connection idle for a moment is not peeked at (a syscall per request under load); a
       // server that closed it even so is caught by the stale-connection retry in on_connection.
-      const bool recently_used = Clock::now() - idle->idle_since < kPeekAfterIdle;
+      const bool recently_used =
+          start_ - idle->idle_since < kPeekAfterIdle;      // the call began just now
       if (!recently_used && !still_open(*idle)) continue;  // dropped; try the next one
       idle->reused = true;
       idle->reusable = false;
@@ -801,6 +806,7 @@ class UpstreamCall {
   ResponseBudget::Reservation reservation_;  // response bytes this call holds
   CancelToken::Registration registration_;
   Clock::time_point start_;
+  Clock::time_point settled_at_;  // when the last exchange ended (settle())
   Clock::time_point ttft_at_;
   Clock::time_point total_at_;
   UpstreamErrorKind ttft_kind_ = UpstreamErrorKind::ttft_timeout;
@@ -912,9 +918,10 @@ std::unique_ptr<UpstreamClient::Connection> UpstreamClient::take_idle() {
   return connection;
 }
 
-void UpstreamClient::release(std::unique_ptr<Connection> connection) {
+void UpstreamClient::release(std::unique_ptr<Connection> connection,
+                             std::chrono::steady_clock::time_point now) {
   connection->reused = false;
-  connection->idle_since = std::chrono::steady_clock::now();
+  connection->idle_since = now;
   std::lock_guard lock(idle_mutex_);
   if (idle_.size() < static_cast<std::size_t>(std::max(1, config_.max_concurrent))) {
     idle_.push_back(std::move(connection));
@@ -940,9 +947,9 @@ double UpstreamClient::latency_score_us(std::chrono::steady_clock::time_point no
   return latency_ewma_us() * memory_left(last_latency_sample_ns_.load(std::memory_order_relaxed), now);
 }
 
-void UpstreamClient::record_latency(std::chrono::microseconds latency) {
+void UpstreamClient::record_latency(std::chrono::microseconds latency,
+                                    std::chrono::steady_clock::time_point now) {
   constexpr double kAlpha = 0.2;
-  const auto now = std::chrono::steady_clock::now();
   const double faded = memory_left(last_latency_sample_ns_.load(std::memory_order_relaxed), now);
   double sample = static_cast<double>(latency.count());
   double current = latency_ewma_us_.load(std::memory_order_relaxed);

@@ -130,8 +130,10 @@ class UpstreamClient {
   friend class UpstreamCall;  // one call's exchange (upstream_client.cc)
 
   std::unique_ptr<Connection> take_idle();
-  void release(std::unique_ptr<Connection> connection);
-  void record_latency(std::chrono::microseconds latency);
+  // `now`: when the exchange ended (the caller has read the clock already).
+  void release(std::unique_ptr<Connection> connection, std::chrono::steady_clock::time_point now);
+  void record_latency(std::chrono::microseconds latency,
+                      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
   UpstreamConfig config_;
   std::string pool_;

@@ -18,7 +18,7 @@ class Deadline {
   static Deadline never() { return Deadline(); }
 
   Clock::time_point at() const { return at_; }
-  bool passed() const { return Clock::now() >= at_; }
+  bool passed(Clock::time_point now = Clock::now()) const { return now >= at_; }
   bool is_never() const { return at_ == Clock::time_point::max(); }
 
   // Time left, never negative; Millis::max() for a deadline that never passes.
