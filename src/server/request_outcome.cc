@@ -12,11 +12,12 @@ bool is_edge_source_name(std::string_view name) {
 }
 
 // Who answered, in the few values a dashboard shows: the edge, a pool, the cache, the gateway.
-std::string answered_by_label(const ResponseMeta& meta) {
+std::string_view answered_by_label(const ResponseMeta& meta) {
   const auto source = source_from_string(meta.answered_by);
   if (!source) return "none";
   if (is_edge(*source)) return "edge";
-  if (is_cloud(*source) || *source == Source::cache) return meta.answered_by;
+  if (is_cloud(*source) || *source == Source::cache)
+    return to_string(*source);  // static, as answered_by spells it
   return "gateway";  // the hand-off, the safe reply, the last resort
 }
 
@@ -33,11 +34,11 @@ RequestOutcome outcome_of(const ResponseMeta& meta, int status, std::string task
                           std::optional<double> ttft_seconds, std::int64_t prompt_tokens,
                           std::int64_t completion_tokens, const TokenPrices& counterfactual) {
   RequestOutcome out;
-  out.route = std::string(to_string(meta.decision.route));
-  out.reason = std::string(to_string(meta.decision.reason));
+  out.route = to_string(meta.decision.route);
+  out.reason = to_string(meta.decision.reason);
   const bool answered = meta.answer_kind.has_value();
-  out.level = answered ? std::string(to_string(static_cast<Level>(meta.level))) : "none";
-  out.kind = answered ? std::string(to_string(*meta.answer_kind)) : "error";
+  out.level = answered ? to_string(static_cast<Level>(meta.level)) : "none";
+  out.kind = answered ? to_string(*meta.answer_kind) : "error";
   out.answered_by = answered_by_label(meta);
   out.task_type = std::move(task_label);
   out.status = status;
@@ -46,8 +47,8 @@ RequestOutcome outcome_of(const ResponseMeta& meta, int status, std::string task
   out.entered_edge = !cache_hit && (walked_an_edge_step(meta) || type == FallbackType::quality ||
                                     type == FallbackType::timeout);
   if (out.entered_edge && !is_edge_source_name(meta.answered_by)) {
-    out.fallback = type == FallbackType::none || type == FallbackType::capability ? "error"
-                                                                                   : std::string(to_string(type));
+    out.fallback =
+        type == FallbackType::none || type == FallbackType::capability ? "error" : to_string(type);
   }
   out.seconds = seconds;
   out.ttft_seconds = ttft_seconds;

@@ -17,21 +17,25 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/response_meta.h"
 
 namespace hengshi::server {
 
+// The labels are views of static names (to_string() of the enums, literals), so an outcome copies
+// no strings; only the task type, computed per request, is owned.
 struct RequestOutcome {
-  std::string route;        // the decision's route (edge, cloud_small, ...)
-  std::string reason;       // its reason
-  std::string level;        // "L0".."L4" that answered; "none" without an answer
-  std::string kind;         // model | canned | handoff | stale | error (no answer)
-  std::string answered_by;  // edge | cloud-small | cloud-large | cache | gateway (canned) | none
-  std::string task_type;    // a bounded label: the policy's task type, "other", or "none"
+  std::string_view route;   // the decision's route (edge, cloud_small, ...)
+  std::string_view reason;  // its reason
+  std::string_view level;   // "L0".."L4" that answered; "none" without an answer
+  std::string_view kind;    // model | canned | handoff | stale | error (no answer)
+  std::string_view
+      answered_by;        // edge | cloud-small | cloud-large | cache | gateway (canned) | none
+  std::string task_type;  // a bounded label: the policy's task type, "other", or "none"
   int status = 0;
   bool entered_edge = false;
-  std::string fallback;     // "" = none; quality | timeout | error (only when entered_edge)
+  std::string_view fallback;  // "" = none; quality | timeout | error (only when entered_edge)
   double seconds = 0.0;                // total
   std::optional<double> ttft_seconds;  // streams
   double cost = 0.0;                   // billed for this request
