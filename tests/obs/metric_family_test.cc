@@ -1,6 +1,7 @@
 #include "obs/metric_family.h"
 
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +78,42 @@ TEST(MetricFamilyTest, MoreCombinationsThanRememberedSlotsAndOtherThreads) {
   EXPECT_EQ(series("hengshi_test_family_many_total", {{"n", "299"}}), 598.0);
   EXPECT_EQ(series("hengshi_test_family_many_total", {{"n", "7"}}), 1014.0);
   EXPECT_EQ(&family.at({"7"}), &Registry::global().counter("hengshi_test_family_many_total", "test", {{"n", "7"}}));
+}
+
+// The remembered key is compared in words, not bytewise: values of every length up to past two
+// words, differing in one byte at the start, the middle or the end, are each their own series.
+TEST(MetricFamilyTest, ValuesDifferingInOneByteAnywhereStayApart) {
+  CounterFamily family("hengshi_test_family_bytes_total", "test", {"v"});
+  for (std::size_t length = 1; length <= 40; ++length) {
+    const std::string base(length, 'a');
+    const std::set<std::size_t> positions = {0, length / 2, length - 1};
+    for (std::size_t at : positions) {
+      std::string other = base;
+      other[at] = 'b';
+      for (int round = 0; round < 2; ++round) {  // the second round reads the remembered slots
+        family.at({base}).inc();
+        family.at({other}).inc(100);
+      }
+      ASSERT_EQ(series("hengshi_test_family_bytes_total", {{"v", other}}), 200.0)
+          << length << " " << at;
+    }
+    ASSERT_EQ(series("hengshi_test_family_bytes_total", {{"v", base}}),
+              2.0 * static_cast<double>(positions.size()))
+        << length;
+  }
+}
+
+// A combination too long to remember inline is resolved under the lock each time, to the same
+// series.
+TEST(MetricFamilyTest, ALongCombinationResolvesEveryTime) {
+  CounterFamily family("hengshi_test_family_long_total", "test", {"a", "b"});
+  const std::string long_value(200, 'x');
+  Counter& first = family.at({long_value, "y"});
+  for (int i = 0; i < 3; ++i) family.at({long_value, "y"}).inc();
+  EXPECT_EQ(&first, &family.at({long_value, "y"}));
+  EXPECT_EQ(series("hengshi_test_family_long_total", {{"a", long_value}, {"b", "y"}}), 3.0);
+  family.at({long_value, "z"}).inc(7);  // differs past the remembered part's length
+  EXPECT_EQ(series("hengshi_test_family_long_total", {{"a", long_value}, {"b", "z"}}), 7.0);
 }
 
 }  // namespace
