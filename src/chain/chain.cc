@@ -168,7 +168,8 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
           // Upstream time only: for a stream its first piece (held, so no client write is in it).
           const auto upstream_time = outcome.committed ? answer.ttft : answer.source_time;
           if (hooks_.on_cloud_latency) {
-            hooks_.on_cloud_latency(answer.pool, static_cast<double>(upstream_time.count()) / 1000.0);
+            hooks_.on_cloud_latency(
+                answer.pool, static_cast<double>(upstream_time.count()) / 1000.0, attempt_ended);
           }
         }
         answer.cost += billed;

@@ -50,7 +50,9 @@ struct ChainHooks {
   // A cloud attempt ended: null = it answered; else its error (offline mode counts these).
   std::function<void(const AttemptError* error)> on_cloud_outcome;
   // A cloud answer arrived: its pool and upstream latency in ms (the router's P90 windows).
-  std::function<void(const std::string& pool, double latency_ms)> on_cloud_latency;
+  // `at`: when the attempt ended (the chain read the clock for its own record).
+  std::function<void(const std::string& pool, double latency_ms, Clock::time_point at)>
+      on_cloud_latency;
   // The wait before retry `retry` (0-based) at a level, or nullopt for no retry: given the
   // upstream's Retry-After and the time left in the level. Default: chain.retry with full jitter.
   std::function<std::optional<Millis>(int retry, std::optional<std::int64_t> retry_after_ms, Millis left)>

@@ -182,8 +182,9 @@ ChatCompletions::ChatCompletions(const Config& config, std::map<std::string, clo
       offline_->record_cloud_outcome(*error->upstream_kind);
     }
   };
-  hooks.on_cloud_latency = [this](const std::string& pool, double latency_ms) {
-    router_.runtime().observe_cloud_latency(pool, latency_ms, std::chrono::steady_clock::now());
+  hooks.on_cloud_latency = [this](const std::string& pool, double latency_ms,
+                                  Clock::time_point at) {
+    router_.runtime().observe_cloud_latency(pool, latency_ms, at);
   };
   chain_ = std::make_unique<chain::Chain>(config_.chain, std::move(hooks));
   counterfactual_prices_ = all_cloud_prices(pools_);
