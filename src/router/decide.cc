@@ -402,7 +402,7 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   // 1. Hard constraints. PII: everything that would be forwarded — history, tool calls, metadata —
   // because all of it goes upstream. Off entirely when the policy disables detection.
   if (policy.pii.enabled()) {
-    json kinds = json::array();
+    json kinds;  // null until a match: json::array() allocates its vector for every request
     const auto scan = [&](std::string_view text) {
       for (const auto& match : policy.pii.find(text)) {
         if (std::find(kinds.begin(), kinds.end(), match.kind) == kinds.end())
