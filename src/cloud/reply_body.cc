@@ -25,12 +25,19 @@ std::int64_t int_or_zero(simdjson::dom::object object, std::string_view key) {
 }
 
 // Parses `text` with `parser`, a per-thread one that keeps its buffers between calls (no
-// allocation per reply or chunk). simdjson reads up to its padding past the end: the capacity is
-// reserved.
+// allocation per reply or chunk). simdjson reads up to its padding past the end: text without
+// that capacity (a reply body, read to its Content-Length) is copied into a per-thread padded
+// buffer, not grown, which was an allocation and a copy per reply. The document holds its own
+// copies of the strings, so what it reads does not point into either.
 simdjson::error_code parse_padded(simdjson::dom::parser& parser, std::string& text, simdjson::dom::element& root) {
   const std::size_t size = text.size();
-  text.reserve(size + kJsonPadding);
-  return parser.parse(text.data(), size, /*realloc_if_needed=*/false).get(root);
+  if (text.capacity() >= size + kJsonPadding) {
+    return parser.parse(text.data(), size, /*realloc_if_needed=*/false).get(root);
+  }
+  thread_local std::string padded;
+  padded.reserve(size + kJsonPadding);
+  padded.assign(text);
+  return parser.parse(padded.data(), size, /*realloc_if_needed=*/false).get(root);
 }
 
 // A reply's parser refuses what nests deeper than the gateway accepts anywhere: the slow path of

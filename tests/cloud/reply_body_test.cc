@@ -40,6 +40,28 @@ TEST(ReplyBodyTest, ReadingInPlaceTakesTheTextOnlyOnSuccess) {
   EXPECT_NE(body.raw.find("\"hi\""), std::string::npos);
 }
 
+// simdjson reads past the end of its input: a body read to its Content-Length has no room for
+// that, and is parsed from a padded copy rather than grown (an allocation and a copy per reply).
+// The bytes the reply keeps are the caller's own buffer, with or without the room.
+TEST(ReplyBodyTest, ABodyIsReadWithoutGrowingItWhetherOrNotItHasPadding) {
+  const std::string text =
+      R"({"choices":[{"message":{"content":"a longer answer than a short string holds"},)"
+      R"("finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":5}})";
+  for (const bool padded : {false, true}) {
+    std::string raw;
+    raw.reserve(padded ? text.size() + kJsonPadding : text.size());
+    raw = text;
+    const char* const bytes = raw.data();
+    ReplyBody body;
+    ASSERT_FALSE(read_reply_body(std::move(raw), body).has_value()) << padded;
+    EXPECT_EQ(body.raw.data(), bytes) << padded;  // moved in, never reallocated
+    EXPECT_EQ(body.raw, text);
+    EXPECT_EQ(body.content, "a longer answer than a short string holds");
+    EXPECT_EQ(body.finish_reason, "stop");
+    EXPECT_EQ(body.usage.completion_tokens, 5);
+  }
+}
+
 TEST(ReplyBodyTest, ReadsTextFinishAndUsageOfTheFirstChoice) {
   auto body = read_ok(R"({"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"你好 \"there\""},)"
                       R"("finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":3}})");
