@@ -8,6 +8,7 @@
 
 #include <simdjson.h>
 
+#include "core/document_pool.h"
 #include "core/json_fast_parse.h"
 #include "core/json_members.h"
 #include "core/json_raw_members.h"
@@ -254,7 +255,7 @@ const element* get(const std::optional<element>& field) { return field ? &*field
 }  // namespace
 
 Result<ChatRequest, ApiError> parse_chat_request(std::string_view body) {
-  auto document = std::make_shared<simdjson::dom::document>();
+  std::shared_ptr<simdjson::dom::document> document = pooled_document();
   // Unknown unless simdjson's parse says: then nothing is spliced.
   TextBeyondDom beyond{.repeated_names = true, .nested_doubles = true};
   std::optional<json> fallback;  // nlohmann's DOM, when simdjson refused the text

@@ -1,0 +1,40 @@
+#include "core/document_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+namespace hengshi {
+
+std::shared_ptr<simdjson::dom::document> pooled_document() {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan every document is fresh: a view kept past its request then reads freed memory,
+  // which ASan reports, not a later request's bytes, which it cannot see.
+  return std::make_shared<simdjson::dom::document>();
+#else
+  struct Pool {
+    std::vector<std::shared_ptr<simdjson::dom::document> > documents;
+    std::size_t next =
+        0;  // requests end roughly in the order they began: the oldest is tried first
+  };
+  thread_local Pool pool;
+  const std::size_t count = pool.documents.size();
+  // A few from the oldest: when they are all busy, so is the rest, more or less (more requests
+  // in flight than the pool holds), and a search of every slot would be paid by each request.
+  for (std::size_t i = 0; i < std::min(count, kSearchedDocuments); ++i) {
+    const std::size_t at = (pool.next + i) % count;
+    std::shared_ptr<simdjson::dom::document>& slot = pool.documents[at];
+    if (slot.use_count() != 1) continue;  // still some request's
+    std::atomic_thread_fence(
+        std::memory_order_acquire);  // its last user may have run on another thread
+    pool.next = (at + 1) % count;
+    if (slot->capacity() > kMaxPooledBytes) slot = std::make_shared<simdjson::dom::document>();
+    return slot;
+  }
+  auto made = std::make_shared<simdjson::dom::document>();
+  if (count < kPooledDocuments) pool.documents.push_back(made);
+  return made;
+#endif
+}
+
+}  // namespace hengshi
