@@ -166,8 +166,11 @@ void read_top_level_media(const BodyFields& fields, RouteInput& input) {
 // flattened text joins with '\n'), by where their bytes sit in the parse, sorted, so the scan
 // reads those bytes once. Only strings whose text demonstrably matches are listed: a
 // ChatRequest not flattened from its body (built by hand) just gets them scanned twice.
-std::vector<const char*> strings_in_texts(const ChatRequest& request, const std::optional<element>& messages) {
-  std::vector<const char*> covered;
+// Message texts found verbatim in the body, by address (a usual conversation needs no heap).
+using CoveredTexts = boost::container::small_vector<const char*, 8>;
+
+CoveredTexts strings_in_texts(const ChatRequest& request, const std::optional<element>& messages) {
+  CoveredTexts covered;
   if (!messages || messages->type() != Type::ARRAY) return covered;
   const simdjson::dom::array items = messages->get_array().value_unsafe();
   if (items.size() != request.messages.size()) return covered;
@@ -223,7 +226,7 @@ std::string number_text(element number) {
 // number sent as a JSON number in metadata leaves too. Top-level ones (max_tokens, seed,
 // temperature) are the API's own parameters. `in_texts` (sorted) are left out: the scan reads
 // them in texts.
-void collect_forwarded_strings(const JsonMembers& body, const std::vector<const char*>& in_texts,
+void collect_forwarded_strings(const JsonMembers& body, const CoveredTexts& in_texts,
                                RouteInput& input) {
   struct Pending {
     element node;

@@ -45,6 +45,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "core/budget.h"
 #include "core/chat_request.h"
 #include "core/decision.h"
@@ -57,12 +59,14 @@ namespace hengshi::router {
 
 struct RouteInput {
   std::string model;                       // as requested
-  std::vector<std::string_view> texts;     // every message's text (PII scans them all)
+  // Inline capacity for a usual conversation and body: a route input was four allocations.
+  boost::container::small_vector<std::string_view, 8>
+      texts;  // every message's text (PII scans them all)
   // What else goes upstream, for the PII scan: every string value and object key of the body
   // that `texts` does not already hold (views into it), and strings built from it: each
   // message's text parts joined without a separator (a number split across parts), integers
   // below the top level written out.
-  std::vector<std::string_view> forwarded_strings;
+  boost::container::small_vector<std::string_view, 32> forwarded_strings;
   std::vector<std::string> derived_strings;
   // Parts the scan cannot read: their kinds ("image_url", "input_audio", "file", …), each once.
   bool has_non_text_parts = false;
