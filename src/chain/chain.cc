@@ -247,18 +247,18 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
   co_return;
 }
 
-awaitable<void> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step, bool last_step,
-                               HoldContext hold_context, Deadline request_deadline, const ChainRequest& request,
-                               ResponseMeta& meta, std::optional<AttemptOutcome>& outcome) {
-  auto state = std::make_shared<AttemptState>();
-  source_request.cancel = state->token;
-  // The client leaving cancels the attempt (the attempt's own token also serves the TTFT limit).
+awaitable<void> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
+                               bool last_step, HoldContext hold_context, Deadline request_deadline,
+                               const ChainRequest& request, ResponseMeta& meta,
+                               std::optional<AttemptOutcome>& outcome) {
   CancelToken client_gone = request.client_gone;  // a handle on the same shared state
-  // A plain pointer (no allocation for the callback): the registration ends with this coroutine,
-  // before `state` can go.
-  auto client_registration = client_gone.on_cancel([attempt = state.get()] { attempt->token.cancel(); });
-
   if (request.stream == nullptr || !source.streams()) {
+    // The attempt's own token, which the client leaving cancels; no TTFT timer shares it, so it
+    // lives in this frame (AttemptState is a shared allocation for the timer's sake).
+    CancelToken token;
+    source_request.cancel = token;
+    // A plain pointer (no allocation for the callback): the registration ends before `token`.
+    auto client_registration = client_gone.on_cancel([attempt = &token] { attempt->cancel(); });
     // The source builds its answer in the outcome's own slot.
     outcome.emplace(std::in_place_type<Answer>, false);
     if (auto failed = co_await source.answer_into(source_request, *outcome->result)) {
@@ -266,6 +266,14 @@ awaitable<void> Chain::attempt(AnswerSource& source, SourceRequest& source_reque
     }
     co_return;
   }
+
+  auto state = std::make_shared<AttemptState>();
+  source_request.cancel = state->token;
+  // The client leaving cancels the attempt (the attempt's own token also serves the TTFT limit).
+  // A plain pointer (no allocation for the callback): the registration ends with this coroutine,
+  // before `state` can go.
+  auto client_registration =
+      client_gone.on_cancel([attempt = state.get()] { attempt->token.cancel(); });
 
   // A stream: the attempt may run to the request's deadline once it has started answering, but
   // must show its first piece by the level's deadline — except on the last step, where waiting
