@@ -142,7 +142,23 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
                                         retry < static_cast<int>(config_.retry.backoff_ms.size()));
       hold.walk_broke = walk_broke;
       std::optional<AttemptOutcome> attempted;
-      co_await attempt(*source, source_request, step, last_step, hold, budget.deadline(), request, meta, attempted);
+      if (request.stream == nullptr || !source->streams()) {
+        // A buffered attempt, here rather than in a coroutine of its own (a frame and a pass
+        // through Asio's machinery per request). Its own token, which the client leaving
+        // cancels; a plain pointer in the callback (no allocation), the registration ending first.
+        CancelToken token;
+        source_request.cancel = token;
+        CancelToken client_gone = request.client_gone;  // a handle on the same shared state
+        auto client_registration = client_gone.on_cancel([attempt = &token] { attempt->cancel(); });
+        // The source builds its answer in the outcome's own slot.
+        attempted.emplace(std::in_place_type<Answer>, false);
+        if (auto failed = co_await source->answer_into(source_request, *attempted->result)) {
+          attempted->result = std::move(*failed);
+        }
+      } else {
+        co_await attempt_stream(*source, source_request, step, last_step, hold, budget.deadline(),
+                                request, meta, attempted);
+      }
       AttemptOutcome& outcome = *attempted;
       const auto attempt_ended = Clock::now();
       walk_broke = walk_broke || outcome.broke_midway;
@@ -247,26 +263,12 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
   co_return;
 }
 
-awaitable<void> Chain::attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step,
-                               bool last_step, HoldContext hold_context, Deadline request_deadline,
-                               const ChainRequest& request, ResponseMeta& meta,
-                               std::optional<AttemptOutcome>& outcome) {
+awaitable<void> Chain::attempt_stream(AnswerSource& source, SourceRequest& source_request,
+                                      PlanStep step, bool last_step, HoldContext hold_context,
+                                      Deadline request_deadline, const ChainRequest& request,
+                                      ResponseMeta& meta, std::optional<AttemptOutcome>& outcome) {
   CancelToken client_gone = request.client_gone;  // a handle on the same shared state
-  if (request.stream == nullptr || !source.streams()) {
-    // The attempt's own token, which the client leaving cancels; no TTFT timer shares it, so it
-    // lives in this frame (AttemptState is a shared allocation for the timer's sake).
-    CancelToken token;
-    source_request.cancel = token;
-    // A plain pointer (no allocation for the callback): the registration ends before `token`.
-    auto client_registration = client_gone.on_cancel([attempt = &token] { attempt->cancel(); });
-    // The source builds its answer in the outcome's own slot.
-    outcome.emplace(std::in_place_type<Answer>, false);
-    if (auto failed = co_await source.answer_into(source_request, *outcome->result)) {
-      outcome->result = std::move(*failed);
-    }
-    co_return;
-  }
-
+  // Shared with the TTFT timer's handler, which may run after the attempt ended.
   auto state = std::make_shared<AttemptState>();
   source_request.cancel = state->token;
   // The client leaving cancels the attempt (the attempt's own token also serves the TTFT limit).

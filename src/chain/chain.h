@@ -120,11 +120,14 @@ class Chain {
     bool replaceable = false;
     bool walk_broke = false;
   };
-  // Makes the attempt's outcome in `outcome` (empty before) rather than returning it: an outcome
-  // holds about a dozen strings, and each coroutine return moves it twice more.
-  awaitable<void> attempt(AnswerSource& source, SourceRequest& source_request, PlanStep step, bool last_step,
-                          HoldContext hold_context, Deadline request_deadline, const ChainRequest& request,
-                          ResponseMeta& meta, std::optional<AttemptOutcome>& outcome);
+  // A streamed attempt (a buffered one is made inline in execute()): its TTFT limit, the hold
+  // to the commit point, the pieces to the client. Makes the outcome in `outcome` (empty before)
+  // rather than returning it: an outcome holds about a dozen strings, and each coroutine return
+  // moves it twice more.
+  awaitable<void> attempt_stream(AnswerSource& source, SourceRequest& source_request, PlanStep step,
+                                 bool last_step, HoldContext hold_context,
+                                 Deadline request_deadline, const ChainRequest& request,
+                                 ResponseMeta& meta, std::optional<AttemptOutcome>& outcome);
   std::optional<Millis> retry_wait(int retry, std::optional<std::int64_t> retry_after_ms, Millis left);
   // Answers from a cache hit (fresh before the plan, stale at L4), streamed when asked.
   awaitable<void> serve_cached(const cache::CacheHit& hit, Level level, const ChainRequest& request,
