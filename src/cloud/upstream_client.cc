@@ -220,8 +220,7 @@ class UpstreamCall {
     }
     // The clock as settle() read it when the exchange ended: one reading for the idle list, the
     // latency and its score.
-    reply.latency =
-        std::chrono::duration_cast<std::chrono::microseconds>(call.settled_at_ - call.start_);
+    reply.latency = call.elapsed(call.settled_at_);
     client.record_latency(reply.latency, call.settled_at_);
     client.metrics_.succeeded(reply.latency);
     co_return std::nullopt;
@@ -306,8 +305,9 @@ class UpstreamCall {
   static bool failed(const Result<Reply, UpstreamError>& outcome) { return !outcome; }
   static bool failed(const std::optional<UpstreamError>& outcome) { return outcome.has_value(); }
 
-  std::chrono::microseconds elapsed() const {
-    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_);
+  // The call's time so far, or up to `now` when the caller has read the clock already.
+  std::chrono::microseconds elapsed(Clock::time_point now = Clock::now()) const {
+    return std::chrono::duration_cast<std::chrono::microseconds>(now - start_);
   }
 
   UpstreamError error(UpstreamErrorKind kind, std::string message) const {
@@ -478,8 +478,8 @@ class UpstreamCall {
     while (auto idle = client_.take_idle()) {
       // A connection idle for a moment is not peeked at (a syscall per request under load); a
       // server that closed it even so is caught by the stale-connection retry in on_connection.
-      const bool recently_used =
-          start_ - idle->idle_since < kPeekAfterIdle;      // the call began just now
+      // start_, not the clock: the call began just now.
+      const bool recently_used = start_ - idle->idle_since < kPeekAfterIdle;
       if (!recently_used && !still_open(*idle)) continue;  // dropped; try the next one
       idle->reused = true;
       idle->reusable = false;

@@ -14,8 +14,8 @@ std::shared_ptr<simdjson::dom::document> pooled_document() {
 #else
   struct Pool {
     std::vector<std::shared_ptr<simdjson::dom::document> > documents;
-    std::size_t next =
-        0;  // requests end roughly in the order they began: the oldest is tried first
+    // Requests end roughly in the order they began: the oldest handed out is tried first.
+    std::size_t next = 0;
   };
   thread_local Pool pool;
   const std::size_t count = pool.documents.size();
@@ -25,8 +25,8 @@ std::shared_ptr<simdjson::dom::document> pooled_document() {
     const std::size_t at = (pool.next + i) % count;
     std::shared_ptr<simdjson::dom::document>& slot = pool.documents[at];
     if (slot.use_count() != 1) continue;  // still some request's
-    std::atomic_thread_fence(
-        std::memory_order_acquire);  // its last user may have run on another thread
+    // Its last user may have run on another thread.
+    std::atomic_thread_fence(std::memory_order_acquire);
     pool.next = (at + 1) % count;
     if (slot->capacity() > kMaxPooledBytes) slot = std::make_shared<simdjson::dom::document>();
     return slot;

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/byte_word.h"
 #include "obs/metrics.h"
 
 namespace hengshi::obs {
@@ -104,11 +105,6 @@ class MetricFamily {
   // Labels are short names: two overlapping word loads compare up to 16 bytes without a call
   // (memcmp was a third of a lookup's cost).
   static bool same_bytes(const char* a, const char* b, std::size_t n) {
-    auto load8 = [](const char* p) {
-      std::uint64_t word;
-      std::memcpy(&word, p, sizeof word);
-      return word;
-    };
     auto load4 = [](const char* p) {
       std::uint32_t word;
       std::memcpy(&word, p, sizeof word);
@@ -116,7 +112,7 @@ class MetricFamily {
     };
     if (n >= 8) {
       if (n > 16) return std::memcmp(a, b, n) == 0;
-      return load8(a) == load8(b) && load8(a + n - 8) == load8(b + n - 8);
+      return load_word(a) == load_word(b) && load_word(a + n - 8) == load_word(b + n - 8);
     }
     if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
     for (std::size_t i = 0; i < n; ++i) {

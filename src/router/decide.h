@@ -59,9 +59,9 @@ namespace hengshi::router {
 
 struct RouteInput {
   std::string model;                       // as requested
-  // Inline capacity for a usual conversation and body: a route input was four allocations.
-  boost::container::small_vector<std::string_view, 8>
-      texts;  // every message's text (PII scans them all)
+  // Every message's text (PII scans them all). Here and in forwarded_strings, inline capacity
+  // for a usual conversation and body: a route input was four allocations.
+  boost::container::small_vector<std::string_view, 8> texts;
   // What else goes upstream, for the PII scan: every string value and object key of the body
   // that `texts` does not already hold (views into it), and strings built from it: each
   // message's text parts joined without a separator (a number split across parts), integers

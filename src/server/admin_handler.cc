@@ -134,7 +134,7 @@ awaitable<void> AdminHandler::handle(HttpExchange& exchange) {
     co_await dispatch(exchange, path);
   }
   const std::string route = known_route(path) ? path : "admin_unknown";
-  ServerMetrics::count_request(route, std::string(request.method_string()), exchange.status());
+  ServerMetrics::count_request(route, to_std(request.method_string()), exchange.status());
 }
 
 awaitable<void> AdminHandler::dispatch(HttpExchange& exchange, const std::string& path) {

@@ -16,8 +16,8 @@ std::string_view answered_by_label(const ResponseMeta& meta) {
   const auto source = source_from_string(meta.answered_by);
   if (!source) return "none";
   if (is_edge(*source)) return "edge";
-  if (is_cloud(*source) || *source == Source::cache)
-    return to_string(*source);  // static, as answered_by spells it
+  // to_string(): a static name, spelled as answered_by spells it.
+  if (is_cloud(*source) || *source == Source::cache) return to_string(*source);
   return "gateway";  // the hand-off, the safe reply, the last resort
 }
 

@@ -30,8 +30,8 @@ struct RequestOutcome {
   std::string_view reason;  // its reason
   std::string_view level;   // "L0".."L4" that answered; "none" without an answer
   std::string_view kind;    // model | canned | handoff | stale | error (no answer)
-  std::string_view
-      answered_by;        // edge | cloud-small | cloud-large | cache | gateway (canned) | none
+  // edge | cloud-small | cloud-large | cache | gateway (canned) | none
+  std::string_view answered_by;
   std::string task_type;  // a bounded label: the policy's task type, "other", or "none"
   int status = 0;
   bool entered_edge = false;
