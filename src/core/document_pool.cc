@@ -7,11 +7,7 @@
 namespace hengshi {
 
 std::shared_ptr<simdjson::dom::document> pooled_document() {
-#if defined(__SANITIZE_ADDRESS__)
-  // Under ASan every document is fresh: a view kept past its request then reads freed memory,
-  // which ASan reports, not a later request's bytes, which it cannot see.
-  return std::make_shared<simdjson::dom::document>();
-#else
+  if constexpr (!kDocumentPooling) return std::make_shared<simdjson::dom::document>();
   struct Pool {
     std::vector<std::shared_ptr<simdjson::dom::document> > documents;
     // Requests end roughly in the order they began: the oldest handed out is tried first.
@@ -34,7 +30,6 @@ std::shared_ptr<simdjson::dom::document> pooled_document() {
   auto made = std::make_shared<simdjson::dom::document>();
   if (count < kPooledDocuments) pool.documents.push_back(made);
   return made;
-#endif
 }
 
 }  // namespace hengshi

@@ -16,6 +16,21 @@
 
 namespace hengshi {
 
+// Under ASan (GCC says so with __SANITIZE_ADDRESS__, clang with __has_feature) every document is
+// fresh: a view kept past its request then reads freed memory, which ASan reports, not a later
+// request's bytes, which it cannot see.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kDocumentPooling = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kDocumentPooling = false;
+#else
+inline constexpr bool kDocumentPooling = true;
+#endif
+#else
+inline constexpr bool kDocumentPooling = true;
+#endif
+
 // Documents kept per thread: about the requests one thread has in flight at once.
 inline constexpr std::size_t kPooledDocuments = 64;
 // Slots looked at per request, from the oldest handed out.

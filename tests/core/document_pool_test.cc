@@ -11,12 +11,6 @@
 namespace hengshi {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kPooling = false;  // under ASan every document is fresh (see document_pool.cc)
-#else
-constexpr bool kPooling = true;
-#endif
-
 bool parse_into(simdjson::dom::document& document, const std::string& text) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
@@ -26,7 +20,7 @@ bool parse_into(simdjson::dom::document& document, const std::string& text) {
 }
 
 TEST(DocumentPoolTest, AReleasedDocumentIsReusedAndAHeldOneIsNot) {
-  if (!kPooling) GTEST_SKIP() << "no pooling under ASan";
+  if (!kDocumentPooling) GTEST_SKIP() << "no pooling under ASan";
   auto held = pooled_document();
   ASSERT_TRUE(parse_into(*held, R"({"a":1})"));
   simdjson::dom::document* released_at = nullptr;
@@ -49,7 +43,7 @@ TEST(DocumentPoolTest, AReleasedDocumentIsReusedAndAHeldOneIsNot) {
 }
 
 TEST(DocumentPoolTest, ADocumentGrownByALargeBodyIsNotKept) {
-  if (!kPooling) GTEST_SKIP() << "no pooling under ASan";
+  if (!kDocumentPooling) GTEST_SKIP() << "no pooling under ASan";
   std::vector<std::shared_ptr<simdjson::dom::document>> all;
   for (std::size_t i = 0; i < kPooledDocuments; ++i) all.push_back(pooled_document());
   const std::string big = "[" + std::string(kMaxPooledBytes, ' ') + "1]";
@@ -68,7 +62,7 @@ TEST(DocumentPoolTest, ADocumentGrownByALargeBodyIsNotKept) {
 }
 
 TEST(DocumentPoolTest, EachThreadHasItsOwn) {
-  if (!kPooling) GTEST_SKIP() << "no pooling under ASan";
+  if (!kDocumentPooling) GTEST_SKIP() << "no pooling under ASan";
   simdjson::dom::document* here = nullptr;
   {
     auto document = pooled_document();
