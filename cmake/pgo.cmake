@@ -6,8 +6,8 @@
 # The request path is a long chain of short functions across a dozen libraries (parse, auth, PII,
 # router, chain, upstream, metrics, answer); GCC's static guesses inline and lay it out poorly. A
 # profile of the real path (scripts/pgo-train drives it) tells GCC which branches and calls are hot:
-# 0.92x CPU per proxied request at c=64 on this project's 2-core machine (DESIGN-NOTES "Release
-# build"). Code the training never ran keeps the normal -O2 code (-fprofile-partial-training), so
+# 0.95-0.96x the normal build's CPU per proxied request at c=64 on the Intel 2-core machine
+# (DESIGN-NOTES "Hot path"). Code the training never ran keeps the normal -O2 code (-fprofile-partial-training), so
 # the edge engines and rare paths are not slowed by being "cold".
 # -fprofile-prefix-path: profile files are named by object paths relative to the build folder, so the
 # "use" build (another folder) finds the "generate" build's profile.
