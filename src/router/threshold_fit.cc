@@ -180,7 +180,11 @@ std::string count_text(double effective_n) {
 double wilson_bound(double proportion, double effective_n, double sign, double confidence) {
   if (!(effective_n > 0)) return sign < 0 ? 0.0 : 1.0;
   // One-sided: z is the standard normal's `confidence` quantile (1.645 at 95%, 1.282 at 90%).
-  const double z = boost::math::quantile(boost::math::normal(), std::clamp(confidence, 0.5, 0.999999));
+  // In double throughout: Boost promotes to long double by default, which valgrind runs at 64 bits,
+  // where erfc_inv overflowed (the release build aborted under callgrind).
+  using Normal = boost::math::normal_distribution<
+      double, boost::math::policies::policy<boost::math::policies::promote_double<false>>>;
+  const double z = boost::math::quantile(Normal(), std::clamp(confidence, 0.5, 0.999999));
   const double p = std::clamp(proportion, 0.0, 1.0);
   const double n = effective_n;
   const double centre = p + z * z / (2 * n);
