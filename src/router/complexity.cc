@@ -70,13 +70,21 @@ constexpr std::array<CuePattern, 20> kCuePatterns = {{
      R"re(|方程|积分|导数|微分|求导|矩阵|概率|多项式|定理)re"},
 }};
 
+// The regexes alone, in the same order: what complexity_cue_patterns() hands out.
+constexpr std::array<std::string_view, kCuePatterns.size()> kCueRegexes = [] {
+  std::array<std::string_view, kCuePatterns.size()> regexes{};
+  for (std::size_t i = 0; i < kCuePatterns.size(); ++i) regexes[i] = kCuePatterns[i].regex;
+  return regexes;
+}();
+
 // All cue patterns as one RE2::Set: a single pass over the text finds every concept present.
 class CueMatcher {
  public:
   CueMatcher() : set_(RE2::Options(), RE2::UNANCHORED) {
-    for (const CuePattern& pattern : kCuePatterns) {
-      // A built-in pattern that fails to parse is logged by RE2 and left out; tests catch it.
-      if (set_.Add(pattern.regex, nullptr) >= 0) kinds_.push_back(pattern.kind);
+    for (std::string_view regex : kCueRegexes) {
+      // A built-in pattern that fails to parse is logged by RE2 and replaced by one that never
+      // matches, so set indices stay pattern indices; tests catch it.
+      if (set_.Add(regex, nullptr) < 0) set_.Add(R"re([^\x00-\x{10FFFF}])re", nullptr);
     }
     set_.Compile();
   }
@@ -88,27 +96,11 @@ class CueMatcher {
     if (!set_.Match(text, nullptr)) return;
     std::vector<int> hits;
     set_.Match(text, &hits);
-    for (int hit : hits) {
-      switch (kinds_[static_cast<std::size_t>(hit)]) {
-        case CueKind::kReasoning:
-          ++features.reasoning_cues;
-          break;
-        case CueKind::kConstraint:
-          ++features.constraint_cues;
-          break;
-        case CueKind::kCode:
-          features.has_code = true;
-          break;
-        case CueKind::kMath:
-          features.has_math = true;
-          break;
-      }
-    }
+    add_complexity_cues(hits, features);
   }
 
  private:
   RE2::Set set_;
-  std::vector<CueKind> kinds_;  // by set index
 };
 
 // Compiled once, on first use; matching a compiled RE2::Set is thread-safe.
@@ -242,6 +234,34 @@ int approx_token_count(std::string_view utf8_text) {
 }
 
 ComplexityFeatures complexity_features(std::string_view text, int conversation_turns) {
+  ComplexityFeatures features = complexity_features_without_cues(text, conversation_turns);
+  cue_matcher().scan(text, features);
+  return features;
+}
+
+std::span<const std::string_view> complexity_cue_patterns() { return kCueRegexes; }
+
+void add_complexity_cues(std::span<const int> matched_cue_patterns, ComplexityFeatures& features) {
+  for (int hit : matched_cue_patterns) {
+    if (hit < 0 || static_cast<std::size_t>(hit) >= kCuePatterns.size()) continue;
+    switch (kCuePatterns[static_cast<std::size_t>(hit)].kind) {
+      case CueKind::kReasoning:
+        ++features.reasoning_cues;
+        break;
+      case CueKind::kConstraint:
+        ++features.constraint_cues;
+        break;
+      case CueKind::kCode:
+        features.has_code = true;
+        break;
+      case CueKind::kMath:
+        features.has_math = true;
+        break;
+    }
+  }
+}
+
+ComplexityFeatures complexity_features_without_cues(std::string_view text, int conversation_turns) {
   ComplexityFeatures features;
   TokenTally tally;
   bool in_sentence = false;
@@ -289,7 +309,6 @@ ComplexityFeatures complexity_features(std::string_view text, int conversation_t
   if (in_sentence) ++features.sentences;
 
   features.approx_tokens = tally.tokens();
-  cue_matcher().scan(text, features);
   features.turns = conversation_turns;
   return features;
 }

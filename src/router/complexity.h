@@ -6,6 +6,7 @@
 
 #include "core/chat_request.h"
 
+#include <span>
 #include <string_view>
 
 namespace hengshi::router {
@@ -28,6 +29,15 @@ struct ComplexityFeatures {
 // `text`: the request's text to score (usually the last user message), UTF-8.
 // `conversation_turns`: messages in the conversation so far, as the caller counts them.
 ComplexityFeatures complexity_features(std::string_view text, int conversation_turns);
+
+// The same in two halves, for a caller that runs the cue patterns in an RE2::Set of its own
+// beside other patterns (the router's one pass over the last user text, SensitiveSignals):
+// every feature but the cues, then the cues from the indices of complexity_cue_patterns() that
+// matched. Together they give exactly complexity_features().
+ComplexityFeatures complexity_features_without_cues(std::string_view text, int conversation_turns);
+void add_complexity_cues(std::span<const int> matched_cue_patterns, ComplexityFeatures& features);
+// The cue patterns, in RE2 syntax, in a fixed order (default RE2::Options, unanchored).
+std::span<const std::string_view> complexity_cue_patterns();
 
 // 1..5; non-decreasing in every feature.
 int complexity_score(const ComplexityFeatures& features);

@@ -375,7 +375,11 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
   }
   const Band band = policy.thresholds.band(input.task_type, prediction ? prediction->intent : "");
   // Scored up front so every turn, short-circuited or not, records its real score in the session.
-  const ComplexityFeatures complexity_inputs = complexity_features(input.last_user_text, input.turns);
+  // The complexity cues and the sensitive signals come from one pass over the text.
+  ComplexityFeatures complexity_inputs =
+      complexity_features_without_cues(input.last_user_text, input.turns);
+  const std::optional<SignalMatch> signal =
+      policy.sensitive.match(input.last_user_text, complexity_inputs);
   const int complexity = complexity_score(complexity_inputs);
   figures["complexity"] = complexity;
   // Is this cloud-bound request hard enough for cloud-large? The learned model when configured
@@ -435,7 +439,7 @@ Decision decide_route(const RouteInput& input, const RouterPolicy& policy, Route
       return decision;
     }
   }
-  if (auto signal = policy.sensitive.match(input.last_user_text)) {
+  if (signal) {
     figures["signal"] = signal->rule;
     set(decision, signal->target, Reason::sensitive_signal);
     // While offline only a hand-off still makes sense; a cloud target becomes an offline plan.

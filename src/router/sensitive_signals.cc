@@ -4,6 +4,7 @@
 #include <re2/set.h>
 
 #include <algorithm>
+#include <span>
 #include <utility>
 
 namespace hengshi::router {
@@ -62,6 +63,12 @@ Result<SensitiveSignals> SensitiveSignals::create(std::vector<SensitiveRule> rul
   RE2::Options options;
   options.set_log_errors(false);
   auto set = std::make_shared<CompiledSet>(options);
+  for (std::string_view cue : complexity_cue_patterns()) {
+    std::string error;
+    if (set->set.Add(cue, &error) < 0) {
+      return Error{"config_invalid", "complexity cue pattern: " + error};
+    }
+  }
   std::vector<Entry> entries;
 
   for (std::size_t i = 0; i < rules.size(); ++i) {
@@ -105,7 +112,6 @@ Result<SensitiveSignals> SensitiveSignals::create(std::vector<SensitiveRule> rul
     }
   }
 
-  if (entries.empty()) return SensitiveSignals(std::move(rules), {}, nullptr);
   if (!set->set.Compile()) {
     return Error{"config_invalid",
                  "sensitive: the keyword and pattern lists exceed RE2's memory budget"};
@@ -114,15 +120,27 @@ Result<SensitiveSignals> SensitiveSignals::create(std::vector<SensitiveRule> rul
 }
 
 std::optional<SignalMatch> SensitiveSignals::match(std::string_view text) const {
-  if (!set_) return std::nullopt;
+  ComplexityFeatures unused;
+  return entries_.empty() ? std::nullopt : match(text, unused);
+}
+
+std::optional<SignalMatch> SensitiveSignals::match(std::string_view text,
+                                                   ComplexityFeatures& features) const {
   // Which patterns matched allocates RE2's match set; whether any did allocates nothing, and
   // most requests match none.
   if (!set_->set.Match(text, nullptr)) return std::nullopt;
   std::vector<int> hits;
-  if (!set_->set.Match(text, &hits) || hits.empty()) return std::nullopt;
-  // Entries were added rule by rule, keywords first: the smallest index is the first rule.
-  const Entry& entry =
-      entries_[static_cast<std::size_t>(*std::min_element(hits.begin(), hits.end()))];
+  if (!set_->set.Match(text, &hits)) return std::nullopt;
+  // The cue patterns come first in the set; then the entries, added rule by rule, keywords
+  // first: the smallest entry index is the first rule.
+  const auto cues = static_cast<int>(complexity_cue_patterns().size());
+  std::sort(hits.begin(), hits.end());
+  const auto first_entry = std::lower_bound(hits.begin(), hits.end(), cues);
+  add_complexity_cues(
+      std::span<const int>(hits.data(), static_cast<std::size_t>(first_entry - hits.begin())),
+      features);
+  if (first_entry == hits.end()) return std::nullopt;
+  const Entry& entry = entries_[static_cast<std::size_t>(*first_entry - cues)];
   const SensitiveRule& rule = rules_[entry.rule];
   return SignalMatch{rule.name, rule.target,
                      entry.is_pattern ? rule.patterns[entry.index] : rule.keywords[entry.index]};

@@ -158,5 +158,49 @@ TEST(SensitiveSignalsTest, RulesAreKeptAsConfigured) {
               Optional(SignalMatch{"spaced", "human", "  speak to a human  "}));
 }
 
+bool same_features(const ComplexityFeatures& a, const ComplexityFeatures& b) {
+  return a.chars == b.chars && a.approx_tokens == b.approx_tokens && a.sentences == b.sentences &&
+         a.questions == b.questions && a.reasoning_cues == b.reasoning_cues &&
+         a.constraint_cues == b.constraint_cues && a.has_code == b.has_code &&
+         a.has_math == b.has_math && a.turns == b.turns;
+}
+
+// The router's one pass (the signal and the complexity cues from one set) must read a text
+// exactly as the two separate passes do.
+TEST(SensitiveSignalsTest, OnePassGivesTheSignalAndTheComplexityCues) {
+  const SensitiveSignals defaults = signals(SensitiveSignals::defaults());
+  const SensitiveSignals none = signals({});
+  std::string long_text;
+  for (int i = 0; i < 4000; ++i)
+    long_text += "Why must x = 2 * y? 为什么要投诉 step by step, at most 50 words. ";
+  const std::vector<std::string> texts = {
+      "",
+      "Hi, my parcel has not arrived yet, order 12345. Can you check where it is?",
+      "Why? How? Compare and contrast, step by step, in JSON.",
+      "I want to file a complaint: why was I charged twice?",
+      "我要投诉！为什么扣了两次钱，请分析原因",
+      "def f(x):\n  return x ** 2;\n and solve the equation 3x + 1 = 7",
+      "someone hacked my account, explain what to do",
+      long_text,
+  };
+  for (const std::string& text : texts) {
+    SCOPED_TRACE(text.substr(0, 60));
+    for (const SensitiveSignals* matcher : {&defaults, &none}) {
+      ComplexityFeatures one_pass = complexity_features_without_cues(text, 3);
+      const std::optional<SignalMatch> signal = matcher->match(text, one_pass);
+      EXPECT_TRUE(same_features(one_pass, complexity_features(text, 3)));
+      EXPECT_EQ(signal, matcher->match(text));
+    }
+  }
+  // The cases above do exercise both halves.
+  ComplexityFeatures features = complexity_features_without_cues(texts[3], 1);
+  EXPECT_THAT(defaults.match(texts[3], features),
+              Optional(SignalMatch{"complaint", "human", "complaint"}));
+  EXPECT_GE(features.reasoning_cues, 1);
+  ComplexityFeatures plain = complexity_features_without_cues(texts[1], 1);
+  EXPECT_EQ(defaults.match(texts[1], plain), std::nullopt);
+  EXPECT_EQ(plain.reasoning_cues + plain.constraint_cues, 0);
+}
+
 }  // namespace
 }  // namespace hengshi::router
