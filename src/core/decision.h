@@ -130,8 +130,10 @@ struct Decision {
   EdgeEngine edge_engine = EdgeEngine::none;  // set when route is edge
   Plan plan;
   // The numbers the decision used (thresholds, scores, the policy version), for the log and the
-  // admin view. Write-only for everyone after decide(): nothing steers on them.
-  nlohmann::json figures = nlohmann::json::object();
+  // admin view. Write-only for everyone after decide(): nothing steers on them. Null until the
+  // first `figures["x"] = …` makes it an object (empty() is true either way): every request
+  // default-constructs a Decision in its ResponseMeta, and an empty object is an allocation.
+  nlohmann::json figures;
 };
 
 }  // namespace hengshi
