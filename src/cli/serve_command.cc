@@ -227,6 +227,10 @@ int run_serve(const ServeOptions& options) {
                     pool.error().message);
       return 2;
     }
+    // One I/O thread runs every cloud call: a call's time limit can stay on its connection.
+    if (threads == 1) {
+      for (const auto& member : (*pool)->members()) member->reuse_call_timers(true);
+    }
     pools_by_name[pool_config.name] = pool->get();
     pools.push_back(std::move(*pool));
   }

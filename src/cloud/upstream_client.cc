@@ -158,6 +158,10 @@ struct UpstreamClient::Connection {
   bool reused = false;    // came from the idle list (the server may have closed it since)
   bool reusable = false;  // the last exchange left it clean: goes back to the idle list
   std::chrono::steady_clock::time_point idle_since;  // when it went back to the idle list
+  // With reuse_call_timers: the limit of the call using it (UpstreamCall::arm), kept across
+  // calls so a call only moves it; none while idle. Last: destroyed first, so it never closes a
+  // socket that is already gone.
+  std::unique_ptr<LazyDeadline> limit;
 };
 
 // The state of one complete()/stream() call: admission, the time limits, cancellation, the
@@ -345,14 +349,29 @@ class UpstreamCall {
   // Sets the limit for the next operations on the connection and what hitting it means. At the
   // limit the connection is closed (not marked aborted: io_failure() reports the limit).
   void arm(Clock::time_point at, UpstreamErrorKind kind) {
+    limit_for_active().expires_at(at);
+    expiry_at_ = at;
+    expiry_kind_ = kind;
+  }
+
+  // The limit arm() moves: the active connection's own when the client reuses call timers (a
+  // LazyDeadline whose pending wait is later than the new limit is not touched at all), else
+  // this call's, made on first use.
+  LazyDeadline& limit_for_active() {
+    if (client_.reuse_call_timers_ && active_ != nullptr) {
+      if (!active_->limit) {
+        Connection* connection = active_;
+        active_->limit = std::make_unique<LazyDeadline>(executor_, LazyDeadline::kNoPeriod,
+                                                        [connection] { connection->close(); });
+      }
+      return *active_->limit;
+    }
     if (!limit_) {
       limit_.emplace(executor_, LazyDeadline::kNoPeriod, [this] {
         if (active_ != nullptr) active_->close();
       });
     }
-    limit_->expires_at(at);
-    expiry_at_ = at;
-    expiry_kind_ = kind;
+    return *limit_;
   }
 
   bool timed_out(const beast::error_code& ec) const {
@@ -466,6 +485,7 @@ class UpstreamCall {
 
   void settle(std::unique_ptr<Connection> connection) {
     active_ = nullptr;
+    if (connection->limit) connection->limit->expires_never();  // no limit while idle
     settled_at_ = Clock::now();
     if (connection->reusable && !aborted_ && connection->lowest().is_open()) {
       client_.release(std::move(connection), settled_at_);

@@ -445,6 +445,45 @@ TEST_F(UpstreamClientTest, RequestDeadlineCapsEveryTimeout) {
   EXPECT_EQ(error.to_api_error().code, "upstream_timeout");
 }
 
+// With reuse_call_timers (one I/O thread) a call's limit stays on its connection. A later call's
+// limit must still hold, whether it comes before the timer's pending wake-up (the timer is moved
+// sooner) or after it (the timer wakes, finds the limit ahead, and sleeps on toward it).
+TEST_F(UpstreamClientTest, AReusedCallTimerBoundsASoonerLimit) {
+  FakeUpstream fake;
+  auto c = client(member(fake.base_url(), "reused-sooner"));  // ttft 5 s: the first wake-up
+  c->reuse_call_timers(true);
+  ASSERT_TRUE(run([&] { return complete(*c); }).ok());
+  ASSERT_EQ(c->idle_connections(), 1u);
+  FakeReply slow;
+  slow.delay = 5s;
+  fake.reply_always(slow);
+  auto start = std::chrono::steady_clock::now();
+  auto error = expect_error(run([&] { return complete(*c, Deadline::after(150ms)); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::total_timeout) << error.message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(fake.accepted(), 1) << "the second call went out on the pooled connection";
+  EXPECT_EQ(c->idle_connections(), 0u) << "a connection closed by its limit is not pooled again";
+}
+
+TEST_F(UpstreamClientTest, AReusedCallTimerBoundsALaterLimit) {
+  FakeUpstream fake;
+  auto config = member(fake.base_url(), "reused-later");
+  config.ttft_timeout_ms = 300;
+  auto c = client(config);
+  c->reuse_call_timers(true);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(run([&] { return complete(*c); }).ok());
+  FakeReply slow;
+  slow.delay = 5s;
+  fake.reply_always(slow);
+  auto start = std::chrono::steady_clock::now();
+  auto error = expect_error(run([&] { return complete(*c); }));
+  EXPECT_EQ(error.kind, UpstreamErrorKind::ttft_timeout) << error.message;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms) << "not the earlier calls' limit";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(fake.accepted(), 1);
+  EXPECT_EQ(c->idle_connections(), 0u);
+}
+
 TEST_F(UpstreamClientTest, RateLimitedWithRetryAfter) {
   FakeUpstream fake;
   FakeReply reply;
