@@ -27,6 +27,7 @@ struct GatewayOptions {
   std::string cache_yaml = "cache: {enabled: false}\n";
   std::string log_yaml;           // appended under log: (rotation, text)
   std::string large_member_yaml;  // appended to cloud-large's member (e.g. its prices)
+  int threads = 2;                // server.threads
 };
 
 class GatewayFixture : public ::testing::Test {
@@ -42,15 +43,15 @@ class GatewayFixture : public ::testing::Test {
                                                                : options.small_url_override;
     std::ofstream(config_path_) << "server:\n"
                                 << "  listen: 127.0.0.1:0\n"
-                                << "  threads: 2\n"
+                                << "  threads: " << options.threads << "\n"
                                 << "  max_body_bytes: " << options.max_body_bytes << "\n"
                                 << "  drain_timeout_ms: 10000\n"
-                                << "  expose_figures: " << (options.expose_figures ? "true" : "false") << "\n"
+                                << "  expose_figures: "
+                                << (options.expose_figures ? "true" : "false") << "\n"
                                 << "  admin_listen: 127.0.0.1:0\n"
                                 << options.extra_server_yaml << "log:\n"
                                 << "  requests: " << log_path_ << "\n"
-                                << options.log_yaml
-                                << "pools:\n"
+                                << options.log_yaml << "pools:\n"
                                 << "  cloud-small:\n"
                                 << "    members:\n"
                                 << "      - name: small-1\n"
@@ -59,15 +60,17 @@ class GatewayFixture : public ::testing::Test {
                                 << "        price_input_per_1k: 1.0\n"
                                 << "        price_output_per_1k: 2.0\n"
                                 << "        connect_timeout_ms: 1000\n"
-                                << "        ttft_timeout_ms: " << options.small_ttft_timeout_ms << "\n"
-                                << "        total_timeout_ms: " << options.small_total_timeout_ms << "\n"
+                                << "        ttft_timeout_ms: " << options.small_ttft_timeout_ms
+                                << "\n"
+                                << "        total_timeout_ms: " << options.small_total_timeout_ms
+                                << "\n"
                                 << "  cloud-large:\n"
                                 << "    members:\n"
                                 << "      - name: large-1\n"
                                 << "        base_url: " << large_->base_url() << "/v1\n"
                                 << "        model: sim-large\n"
-                                << options.large_member_yaml
-                                << options.cache_yaml << options.extra_yaml;
+                                << options.large_member_yaml << options.cache_yaml
+                                << options.extra_yaml;
     gateway_ = std::make_unique<ChildProcess>(
         ChildProcess::start({binary_path("src/cli/hengshi"), "serve", "--config", config_path_}));
   }

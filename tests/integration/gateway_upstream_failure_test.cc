@@ -9,7 +9,8 @@ using std::chrono::steady_clock;
 
 class GatewayUpstreamFailureTest : public GatewayFixture {
  protected:
-  void SetUp() override {
+  void SetUp() override { start(options()); }
+  static GatewayOptions options() {
     GatewayOptions options;
     options.small_ttft_timeout_ms = 500;
     options.small_total_timeout_ms = 1500;
@@ -17,7 +18,7 @@ class GatewayUpstreamFailureTest : public GatewayFixture {
     // in a row → answers from the edge or L4) has tests of its own; left on, whether a test's
     // retries reach the third timeout would decide between a 504 and an offline 200.
     options.extra_yaml = "chain:\n  offline:\n    enabled: false\n";
-    start(options);
+    return options;
   }
   void expect_error(const HttpResult& result, int status, const std::string& code) {
     EXPECT_EQ(result.status, status) << result.body;
@@ -52,6 +53,33 @@ TEST_F(GatewayUpstreamFailureTest, HangingUpstreamTimesOutWith504WithinTheDeadli
   auto stream = chat(user_message("cloud-small", "[[sim:hang]]", true), deadline);
   EXPECT_EQ(stream.status, 504) << stream.body;
   EXPECT_LT(steady_clock::now() - started, std::chrono::milliseconds(1200 + 300));
+  expect_gateway_alive();
+}
+
+// With one I/O thread a call's time limit lives on its pooled connection
+// (UpstreamClient::reuse_call_timers): a hang between answers on that connection is still cut at
+// its limit, and the next question is answered.
+class GatewayUpstreamFailureOneThreadTest : public GatewayUpstreamFailureTest {
+ protected:
+  void SetUp() override {
+    GatewayOptions one_thread = options();
+    one_thread.threads = 1;
+    start(one_thread);
+  }
+};
+
+TEST_F(GatewayUpstreamFailureOneThreadTest, AHangBetweenAnswersIsCutAtItsLimit) {
+  EXPECT_EQ(chat(user_message("cloud-small", "where is my parcel?")).status, 200);
+  const std::map<std::string, std::string> deadline = {{"X-Hengshi-Deadline-Ms", "1200"}};
+  const auto started = steady_clock::now();
+  auto result = chat(user_message("cloud-small", "[[sim:hang]]"), deadline);
+  EXPECT_EQ(result.status, 504) << result.body;
+  EXPECT_LT(steady_clock::now() - started, std::chrono::milliseconds(1200 + 300));
+  auto stream = chat(user_message("cloud-small", "[[sim:hang]]", true), deadline);
+  EXPECT_EQ(stream.status, 504) << stream.body;
+  auto after = chat(user_message("cloud-small", "and my refund?"));
+  EXPECT_EQ(after.status, 200) << after.body;
+  EXPECT_EQ(after.json()["hengshi"]["answer_kind"], "model") << after.body;
   expect_gateway_alive();
 }
 
