@@ -24,6 +24,8 @@ struct ComplexityFeatures {
   bool has_code = false;  // ``` or typical code tokens (#include, def f(, ";" at line end, ...)
   bool has_math = false;  // digits with operators, equations, math symbols or math words
   int turns = 0;          // the conversation_turns passed in
+
+  bool operator==(const ComplexityFeatures&) const = default;
 };
 
 // `text`: the request's text to score (usually the last user message), UTF-8.

@@ -158,13 +158,6 @@ TEST(SensitiveSignalsTest, RulesAreKeptAsConfigured) {
               Optional(SignalMatch{"spaced", "human", "  speak to a human  "}));
 }
 
-bool same_features(const ComplexityFeatures& a, const ComplexityFeatures& b) {
-  return a.chars == b.chars && a.approx_tokens == b.approx_tokens && a.sentences == b.sentences &&
-         a.questions == b.questions && a.reasoning_cues == b.reasoning_cues &&
-         a.constraint_cues == b.constraint_cues && a.has_code == b.has_code &&
-         a.has_math == b.has_math && a.turns == b.turns;
-}
-
 // The router's one pass (the signal and the complexity cues from one set) must read a text
 // exactly as the two separate passes do.
 TEST(SensitiveSignalsTest, OnePassGivesTheSignalAndTheComplexityCues) {
@@ -188,7 +181,7 @@ TEST(SensitiveSignalsTest, OnePassGivesTheSignalAndTheComplexityCues) {
     for (const SensitiveSignals* matcher : {&defaults, &none}) {
       ComplexityFeatures one_pass = complexity_features_without_cues(text, 3);
       const std::optional<SignalMatch> signal = matcher->match(text, one_pass);
-      EXPECT_TRUE(same_features(one_pass, complexity_features(text, 3)));
+      EXPECT_EQ(one_pass, complexity_features(text, 3));
       EXPECT_EQ(signal, matcher->match(text));
     }
   }
