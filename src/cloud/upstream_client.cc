@@ -26,6 +26,7 @@
 #include "core/json_text.h"
 #include "core/lazy_deadline.h"
 #include "core/parse_buffered.h"
+#include "core/simple_http_head.h"
 #include "core/write_now.h"
 #include "core/yield_turn.h"
 
@@ -457,7 +458,11 @@ class UpstreamCall {
                                           http::response_parser<http::string_body>& parser) {
     // The header may have been read by a parser with another limit (stream error bodies).
     const auto length = parser.content_length();
-    const std::size_t body = parser.get().body().size();
+    return admit_body(connection, length ? std::optional<std::uint64_t>(*length) : std::nullopt,
+                      parser.get().body().size());
+  }
+  std::optional<UpstreamError> admit_body(const Connection& connection,
+                                          std::optional<std::uint64_t> length, std::size_t body) {
     if ((length && *length > max_response_bytes()) || body > max_response_bytes()) return too_large();
     const std::uint64_t held = std::max<std::uint64_t>(length.value_or(0), body + connection.buffer.size());
     if (!reservation_.grow_to(static_cast<std::int64_t>(held))) return over_budget();
@@ -634,10 +639,8 @@ class UpstreamCall {
       retry_fresh = stale(connection, ec, false);
       co_return io_failure(ec, UpstreamErrorKind::closed_early, "sending the request");
     }
-    UpstreamResponseParser<http::string_body> parser;
-    parser.body_limit(max_response_bytes());
-    // The first bytes are read here and parsed at once (parse_buffered): a small reply comes whole
-    // with them, and no Beast read is needed. What comes in pieces is read by Beast as before.
+    // The first bytes are read here and parsed at once: a small reply comes whole with them, and
+    // no Beast read is needed. What comes in pieces is read by Beast as before.
     if (connection.buffer.size() == 0) {
       co_await yield_turn();  // the reply cannot be here yet (core/yield_turn.h)
       const std::size_t n = co_await stream.async_read_some(connection.buffer.prepare(kStreamReadBytes),
@@ -645,6 +648,26 @@ class UpstreamCall {
       connection.buffer.commit(n);
       if (ec == asio::error::eof) ec = http::error::end_of_stream;  // closed before a byte, as Beast says
     }
+    // The usual reply, a 2xx whose plain head and whole body came in, is read without Beast's
+    // parser (core/simple_http_head.h); anything else goes to Beast, which accepts or refuses it.
+    if (!ec) {
+      const auto buffered = connection.buffer.data();
+      if (auto simple = read_simple_reply(
+              std::string_view(static_cast<const char*>(buffered.data()), buffered.size()),
+              max_response_bytes())) {
+        std::string body;
+        body.reserve(simple->body.size() + kJsonPadding);  // simdjson reads it in place
+        body.assign(simple->body);
+        connection.buffer.consume(simple->size);
+        arm(total_at_, UpstreamErrorKind::total_timeout);
+        if (auto refused = admit_body(connection, body.size(), body.size()))
+          co_return std::move(*refused);
+        connection.reusable = simple->keep_alive && connection.buffer.size() == 0;
+        co_return take_reply(std::move(body), reply);
+      }
+    }
+    UpstreamResponseParser<http::string_body> parser;
+    parser.body_limit(max_response_bytes());
     if (!ec) parse_buffered(parser, connection.buffer, ec);
     if (!ec && !parser.is_header_done()) {
       co_await http::async_read_header(stream, connection.buffer, parser,
@@ -670,14 +693,19 @@ class UpstreamCall {
     if (status < 200 || status >= 300) {
       co_return status_error(status, response.base(), std::move(response.body()));
     }
-    if (auto refused = read_reply_body(std::move(response.body()), reply.body)) {
-      co_return error(UpstreamErrorKind::bad_response,
-                      "response is not a chat completion (" + refused->message + "): " + snippet(response.body()));
+    co_return take_reply(std::move(response.body()), reply);
+  }
+
+  // A 2xx reply's body, read as a chat completion into `reply`.
+  std::optional<UpstreamError> take_reply(std::string&& body, UpstreamReply& reply) {
+    if (auto refused = read_reply_body(std::move(body), reply.body)) {
+      return error(UpstreamErrorKind::bad_response, "response is not a chat completion (" +
+                                                        refused->message + "): " + snippet(body));
     }
     reply.usage = reply.body.usage;
     reply.upstream = client_.config_.name;
     reply.model = client_.config_.model;
-    co_return std::nullopt;
+    return std::nullopt;
   }
 
   template <class Stream>

@@ -308,6 +308,49 @@ TEST_F(UpstreamClientTest, AReplyArrivingInPiecesIsReadWholeWhereverItIsCut) {
   EXPECT_EQ(c->idle_connections(), 1u);
 }
 
+// A reply whose head says "Connection: close" gives its connection up, though the server keeps
+// it open: the usual reply is read without Beast's parser (core/simple_http_head.h), which must
+// still honour it.
+TEST_F(UpstreamClientTest, AReplySayingConnectionCloseIsNotReused) {
+  FakeUpstream fake;
+  fake.set_handler([&](const FakeRequest&) {
+    FakeReply reply;
+    reply.headers = {{"Connection", "close"}};
+    return reply;
+  });
+  auto c = client(member(fake.base_url(), "says-close"));
+  for (int i = 0; i < 2; ++i) {
+    auto result = run([&] { return complete(*c); });
+    ASSERT_TRUE(result.ok()) << result.error().message;
+  }
+  EXPECT_EQ(fake.accepted(), 2);
+  EXPECT_EQ(c->idle_connections(), 0u);
+}
+
+// A 2xx reply outside the fast reader's subset (a chunked body, a folded field) is read by Beast.
+TEST_F(UpstreamClientTest, AChunkedReplyIsReadWhole) {
+  FakeUpstream fake;
+  const std::string body = completion_body("m", "in chunks");
+  fake.set_handler([&](const FakeRequest&) {
+    FakeReply reply;
+    std::ostringstream chunked;
+    chunked << std::hex << 10 << "\r\n"
+            << body.substr(0, 10) << "\r\n"
+            << body.size() - 10 << "\r\n"
+            << body.substr(10) << "\r\n0\r\n\r\n";
+    reply.raw =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Folded: a\r\n b\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n" +
+        chunked.str();
+    return reply;
+  });
+  auto c = client(member(fake.base_url(), "chunked"));
+  auto result = run([&] { return complete(*c); });
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result->body.content, "in chunks");
+  EXPECT_EQ(result->usage.completion_tokens, 7);
+}
+
 TEST_F(UpstreamClientTest, IdleConnectionClosedByTheServerIsNotReused) {
   FakeUpstream fake;
   int served = 0;
