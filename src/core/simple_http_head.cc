@@ -2,26 +2,40 @@
 
 #include <array>
 
+#include "core/byte_word.h"
+
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/verb.hpp>
+
 namespace hengshi {
 namespace {
 
 using namespace std::string_view_literals;
 
-// What a byte may be in the subset: part of a field name (RFC 9110 tchar, Beast's token table),
-// part of a field value or reason phrase (visible ASCII and space), or neither.
-enum ByteClass : unsigned char { kOther = 0, kText = 1, kToken = 2 };
-
-constexpr std::array<unsigned char, 256> kByteClass = [] {
-  std::array<unsigned char, 256> table{};
-  for (int c = 0x20; c <= 0x7e; ++c) table[c] = kText;
-  for (char c : "!#$%&'*+-.^_`|~"sv) table[static_cast<unsigned char>(c)] |= kToken;
-  for (int c = '0'; c <= '9'; ++c) table[c] |= kToken;
-  for (int c = 'a'; c <= 'z'; ++c) table[c] |= kToken;
-  for (int c = 'A'; c <= 'Z'; ++c) table[c] |= kToken;
+// Whether a byte may be part of a field name: RFC 9110's tchar, Beast's token table.
+constexpr std::array<bool, 256> kTokenByte = [] {
+  std::array<bool, 256> table{};
+  for (char c : "!#$%&'*+-.^_`|~"sv) table[static_cast<unsigned char>(c)] = true;
+  for (int c = '0'; c <= '9'; ++c) table[c] = true;
+  for (int c = 'a'; c <= 'z'; ++c) table[c] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) table[c] = true;
   return table;
 }();
 
-bool is(char c, ByteClass kind) { return (kByteClass[static_cast<unsigned char>(c)] & kind) != 0; }
+// The first byte at or after `p` that is not visible ASCII (or a space, with `spaces`), or `end`.
+// Eight bytes a step: values and targets are most of a head's bytes.
+const char* skip_text(const char* p, const char* end, bool spaces) {
+  const unsigned char lowest = spaces ? 0x20 : 0x21;
+  while (end - p >= 8) {
+    const std::uint64_t word = load_word(p);
+    if (has_high_byte(word) || has_byte_below(word, lowest) || has_byte(word, 0x7f)) break;
+    p += 8;
+  }
+  while (p < end && static_cast<unsigned char>(*p) >= lowest &&
+         static_cast<unsigned char>(*p) < 0x7f)
+    ++p;
+  return p;
+}
 
 // `token` (token characters) equals the lower-case `name`, ignoring ASCII case.
 bool names_equal(std::string_view token, std::string_view name) {
@@ -40,9 +54,11 @@ struct Framing {
   bool close = false;
 };
 
-// Reads the fields from `p` through the blank line that ends the head, within `end`. False when
-// a field is outside the subset, or the head does not end within `end`.
-bool read_fields(const char*& p, const char* end, Framing& framing) {
+// Reads the fields from `p` through the blank line that ends the head, within `end`, calling
+// `on_field(name, value)` for each (false from it declines). False when a field is outside the
+// subset, or the head does not end within `end`.
+template <class OnField>
+bool read_fields(const char*& p, const char* end, Framing& framing, OnField&& on_field) {
   for (;;) {
     if (end - p < 2) return false;
     if (p[0] == '\r' && p[1] == '\n') {
@@ -50,17 +66,18 @@ bool read_fields(const char*& p, const char* end, Framing& framing) {
       return true;
     }
     const char* name_begin = p;
-    while (p < end && is(*p, kToken)) ++p;
+    while (p < end && kTokenByte[static_cast<unsigned char>(*p)]) ++p;
     if (p == name_begin || p == end || *p != ':') return false;
     const std::string_view name(name_begin, static_cast<std::size_t>(p - name_begin));
     ++p;
     while (p < end && *p == ' ') ++p;
     const char* value_begin = p;
-    while (p < end && is(*p, kText)) ++p;
+    p = skip_text(p, end, /*spaces=*/true);
     if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return false;
     const std::string_view value(value_begin, static_cast<std::size_t>(p - value_begin));
     p += 2;
     if (!value.empty() && value.back() == ' ') return false;  // Beast trims it; not read here
+    if (!on_field(name, value)) return false;
 
     // Only the fields that frame the message or govern the connection matter to a reader; the
     // rest are skipped, so a name is compared only when its length is one of theirs.
@@ -115,12 +132,15 @@ std::optional<SimpleReply> read_simple_reply(std::string_view bytes, std::uint64
       200 + static_cast<unsigned>(p[1] - '0') * 10 + static_cast<unsigned>(p[2] - '0');
   if (status == 204) return std::nullopt;  // no body whatever the fields say
   p += 4;
-  while (p < end && is(*p, kText)) ++p;  // the reason phrase
+  p = skip_text(p, end, /*spaces=*/true);  // the reason phrase
   if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return std::nullopt;
   p += 2;
 
   Framing framing;
-  if (!read_fields(p, end, framing) || !framing.content_length) return std::nullopt;
+  if (!read_fields(p, end, framing, [](std::string_view, std::string_view) { return true; }) ||
+      !framing.content_length) {
+    return std::nullopt;
+  }
   const auto head_size = static_cast<std::size_t>(p - bytes.data());
   const std::uint64_t length = *framing.content_length;
   if (length > body_limit || length > bytes.size() - head_size) return std::nullopt;
@@ -130,6 +150,61 @@ std::optional<SimpleReply> read_simple_reply(std::string_view bytes, std::uint64
   reply.body = bytes.substr(head_size, static_cast<std::size_t>(length));
   reply.keep_alive = !framing.close;
   return reply;
+}
+
+std::size_t read_simple_request(
+    std::string_view bytes, std::uint64_t body_limit,
+    boost::beast::http::request<boost::beast::http::string_body>& request) {
+  namespace http = boost::beast::http;
+  const std::string_view window = bytes.substr(0, kSimpleHeadLimit);
+  const char* p = window.data();
+  const char* const end = window.data() + window.size();
+  http::verb method;
+  if (window.starts_with("POST "sv)) {
+    method = http::verb::post;
+    p += 5;
+  } else if (window.starts_with("GET "sv)) {
+    method = http::verb::get;
+    p += 4;
+  } else {
+    return 0;
+  }
+  const char* target_begin = p;
+  p = skip_text(p, end, /*spaces=*/false);
+  const std::string_view target(target_begin, static_cast<std::size_t>(p - target_begin));
+  constexpr std::string_view kVersion = " HTTP/1.1\r\n";
+  if (target.empty() ||
+      !std::string_view(p, static_cast<std::size_t>(end - p)).starts_with(kVersion))
+    return 0;
+  p += kVersion.size();
+
+  struct Field {
+    std::string_view name, value;
+  };
+  std::array<Field, kSimpleHeadFields> fields;
+  std::size_t count = 0;
+  Framing framing;
+  const bool read =
+      read_fields(p, end, framing, [&](std::string_view name, std::string_view value) {
+        if (count == fields.size()) return false;
+        fields[count++] = {name, value};
+        return true;
+      });
+  if (!read) return 0;
+  const auto head_size = static_cast<std::size_t>(p - bytes.data());
+  const std::uint64_t length = framing.content_length.value_or(0);
+  if (length > body_limit || length > bytes.size() - head_size) return 0;
+
+  request.method(method);
+  request.target(boost::beast::string_view(target.data(), target.size()));
+  request.version(11);
+  for (std::size_t k = 0; k < count; ++k) {
+    const boost::beast::string_view name(fields[k].name.data(), fields[k].name.size());
+    request.insert(http::string_to_field(name), name,
+                   boost::beast::string_view(fields[k].value.data(), fields[k].value.size()));
+  }
+  request.body().assign(bytes.substr(head_size, static_cast<std::size_t>(length)));
+  return head_size + static_cast<std::size_t>(length);
 }
 
 }  // namespace hengshi

@@ -8,7 +8,7 @@
 // same meaning: a message they decline (nullopt) goes to Beast's parser unchanged, which then
 // accepts or rejects it as before. tests/core/simple_http_head_test.cc and the differential
 // fuzzer (fuzz/simple_http_head_fuzz.cc) check that what they accept, Beast accepts with the same
-// status, framing, keep-alive and body.
+// meaning: status or request line, every field, keep-alive, body and length.
 //
 // The subset: "HTTP/1.1", CRLF line ends, field names of token characters, field values of
 // visible ASCII and spaces (no tab, no byte over 0x7e, no trailing space, no obs-fold), a
@@ -21,6 +21,9 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
 
 namespace hengshi {
 
@@ -39,5 +42,17 @@ struct SimpleReply {
 // parser then reads it: an error status, a chunked or oversized body, a head or body still
 // arriving, anything unusual).
 std::optional<SimpleReply> read_simple_reply(std::string_view bytes, std::uint64_t body_limit);
+
+// The request at the start of `bytes` when it is a GET or a POST in the subset above, with a
+// target of visible ASCII, at most kSimpleHeadFields fields, and all of its body (a
+// Content-Length of at most `body_limit`; none means no body) present: written into `request`,
+// a default-constructed message, as Beast's request parser would (every field in order, under
+// the enum Beast gives its name), returning the bytes it took. 0 when declined, `request`
+// untouched: Beast's parser then reads it (another method, a chunked or oversized body, a head
+// or body still arriving, anything unusual).
+inline constexpr std::size_t kSimpleHeadFields = 32;
+std::size_t read_simple_request(
+    std::string_view bytes, std::uint64_t body_limit,
+    boost::beast::http::request<boost::beast::http::string_body>& request);
 
 }  // namespace hengshi

@@ -10,6 +10,7 @@
 #include "core/api_error.h"
 #include "core/json_text.h"
 #include "core/parse_buffered.h"
+#include "core/simple_http_head.h"
 #include "core/yield_turn.h"
 #include "server/server_metrics.h"
 
@@ -172,10 +173,9 @@ awaitable<void> HttpServer::accept_loop() {
 }
 
 awaitable<bool> HttpServer::reject_early(tcp::socket& stream, LazyDeadline& deadline,
-                                         http::request_parser<http::string_body>& parser,
-                                         http::status status, std::string body) {
+                                         unsigned version, http::status status, std::string body) {
   handler_.on_protocol_error(static_cast<int>(status));
-  Response response{status, parser.get().version()};
+  Response response{status, version};
   response.set(http::field::server, "hengshi");
   response.set(http::field::content_type, "application/json");
   response.keep_alive(false);  // the rest of this request is unread: the connection can't be reused
@@ -200,8 +200,8 @@ awaitable<bool> HttpServer::reject_early(tcp::socket& stream, LazyDeadline& dead
 }
 
 awaitable<void> HttpServer::reject_read_error(tcp::socket& stream, LazyDeadline& deadline,
-                                              http::request_parser<http::string_body>& parser,
-                                              beast::error_code ec, bool got_bytes) {
+                                              unsigned version, beast::error_code ec,
+                                              bool got_bytes) {
   // The answer is built before the one co_await: g++ 12 relocates a braced aggregate temporary
   // inside a co_await expression bitwise, and the copy's empty std::string then frees a pointer
   // into the coroutine frame (ASan: "free on address which was not malloc()-ed").
@@ -228,7 +228,7 @@ awaitable<void> HttpServer::reject_read_error(tcp::socket& stream, LazyDeadline&
   // Otherwise (idle timeout, client gone) there is nobody to answer.
   if (answer) {
     std::string body = answer->second.body();
-    co_await reject_early(stream, deadline, parser, answer->first, std::move(body));
+    co_await reject_early(stream, deadline, version, answer->first, std::move(body));
   }
 }
 
@@ -299,9 +299,6 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
   const auto write_timeout = std::chrono::milliseconds(config_.write_timeout_ms);
 
   while (!draining_) {
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(kHeaderLimitBytes);
-    parser.body_limit(static_cast<std::uint64_t>(config_.max_body_bytes));
     beast::error_code ec;
 
     // Keep-alive: the next request's first byte may take up to the idle timeout ...
@@ -316,21 +313,39 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     connection.idle = false;
     if (ec) break;  // idle timeout, client gone, or drain: nobody to answer
     // What already arrived is parsed at once: a small request usually comes whole with its first
-    // read, and then no further read (nor its timer) is needed.
-    parse_buffered(parser, buffer, ec);
-    if (ec) {
-      co_await reject_read_error(stream, deadline, parser, ec, /*got_bytes=*/true);
-      break;
+    // read, and then no further read (nor its timer) is needed. The usual request, a plain head
+    // whose body came with it, is read without Beast's parser (core/simple_http_head.h); Beast
+    // reads anything else, as it comes.
+    Request request;
+    const auto buffered = buffer.data();
+    const std::size_t simple_size = read_simple_request(
+        std::string_view(static_cast<const char*>(buffered.data()), buffered.size()),
+        static_cast<std::uint64_t>(config_.max_body_bytes), request);
+    std::optional<http::request_parser<http::string_body>> parser;
+    if (simple_size > 0) {
+      buffer.consume(simple_size);
+    } else {
+      parser.emplace();
+      parser->header_limit(kHeaderLimitBytes);
+      parser->body_limit(static_cast<std::uint64_t>(config_.max_body_bytes));
+      parse_buffered(*parser, buffer, ec);
+      if (ec) {
+        co_await reject_read_error(stream, deadline, parser->get().version(), ec,
+                                   /*got_bytes=*/true);
+        break;
+      }
     }
     // ... else its headers and body must arrive within the read timeout (slowloris: 408). Not
     // the connection's deadline: that closes the socket, and the 408 could not be written.
     deadline.expires_never();
     std::optional<ReadTimer> read_timer;
-    if (!parser.is_header_done()) {
+    if (parser && !parser->is_header_done()) {
       read_timer.emplace(owner, read_timeout);
-      co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      co_await http::async_read_header(stream, buffer, *parser,
+                                       asio::redirect_error(use_awaitable, ec));
       if (ec) {
-        co_await reject_read_error(stream, deadline, parser, read_timer->fired() ? beast::error::timeout : ec,
+        co_await reject_read_error(stream, deadline, parser->get().version(),
+                                   read_timer->fired() ? beast::error::timeout : ec,
                                    /*got_bytes=*/true);
         break;
       }
@@ -347,33 +362,41 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
       }
     } in_flight_guard{this};
 
+    const unsigned version = parser ? parser->get().version() : request.version();
     if (draining_) {
-      co_await reject_early(stream, deadline, parser, http::status::service_unavailable,
-                            ApiError::unavailable("shutting_down", "the gateway is shutting down; retry on another instance").body());
+      co_await reject_early(
+          stream, deadline, version, http::status::service_unavailable,
+          ApiError::unavailable("shutting_down",
+                                "the gateway is shutting down; retry on another instance")
+              .body());
       break;
     }
-    if (auto length = parser.content_length();
-        length && *length > static_cast<std::uint64_t>(config_.max_body_bytes)) {
-      co_await reject_early(stream, deadline, parser, http::status::payload_too_large,
-                            ApiError::payload_too_large("request body of " + std::to_string(*length) +
-                                                        " bytes exceeds the limit of " +
-                                                        std::to_string(config_.max_body_bytes) + " bytes").body());
-      break;
-    }
-
-    if (!parser.is_done()) {
-      if (!read_timer) read_timer.emplace(owner, read_timeout);
-      co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-      if (ec) {
-        co_await reject_read_error(stream, deadline, parser, read_timer->fired() ? beast::error::timeout : ec,
-                                   /*got_bytes=*/true);
+    if (parser) {
+      if (auto length = parser->content_length();
+          length && *length > static_cast<std::uint64_t>(config_.max_body_bytes)) {
+        co_await reject_early(
+            stream, deadline, version, http::status::payload_too_large,
+            ApiError::payload_too_large("request body of " + std::to_string(*length) +
+                                        " bytes exceeds the limit of " +
+                                        std::to_string(config_.max_body_bytes) + " bytes")
+                .body());
         break;
       }
+      if (!parser->is_done()) {
+        if (!read_timer) read_timer.emplace(owner, read_timeout);
+        co_await http::async_read(stream, buffer, *parser, asio::redirect_error(use_awaitable, ec));
+        if (ec) {
+          co_await reject_read_error(stream, deadline, version,
+                                     read_timer->fired() ? beast::error::timeout : ec,
+                                     /*got_bytes=*/true);
+          break;
+        }
+      }
+      request = parser->release();
     }
     if (read_timer) read_timer->disarm();
     const auto received_at = Clock::now();
 
-    Request request = parser.release();
     CancelToken client_gone;
     connection.current = client_gone;
     HttpExchange exchange(stream, deadline, request, received_at, client_gone, write_timeout, connection.memo);

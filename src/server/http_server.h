@@ -82,12 +82,10 @@ class HttpServer {
   // Admission at accept: false when the global or the peer's connection cap is reached.
   bool admit(const std::shared_ptr<Connection>& connection);
   void forget(const std::shared_ptr<Connection>& connection);
-  awaitable<bool> reject_early(tcp::socket& stream, LazyDeadline& deadline,
-                               http::request_parser<http::string_body>& parser,
+  awaitable<bool> reject_early(tcp::socket& stream, LazyDeadline& deadline, unsigned version,
                                http::status status, std::string body);
   // Answers a failed header/body read when the client can still hear it (413, 408, 400).
-  awaitable<void> reject_read_error(tcp::socket& stream, LazyDeadline& deadline,
-                                    http::request_parser<http::string_body>& parser,
+  awaitable<void> reject_read_error(tcp::socket& stream, LazyDeadline& deadline, unsigned version,
                                     beast::error_code ec, bool got_bytes);
   // A handler threw: answer what can still be answered (500, or an error event on a stream).
   awaitable<void> answer_exception(HttpExchange& exchange, const std::exception_ptr& failure);

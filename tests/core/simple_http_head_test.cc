@@ -171,5 +171,147 @@ TEST(SimpleHttpHeadTest, AgreesWithBeastOnEveryOneByteChange) {
   }
 }
 
+// What Beast's request parser makes of `bytes`, read as the server reads a request (its header
+// limit is larger than the fast reader's).
+struct BeastRequest {
+  bool done = false;
+  http::request<http::string_body> message;
+  std::size_t consumed = 0;
+};
+
+BeastRequest request_with_beast(const std::string& bytes, std::uint64_t limit) {
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(16 * 1024);
+  parser.body_limit(limit);
+  beast::flat_buffer buffer;
+  auto room = buffer.prepare(bytes.size());
+  std::memcpy(room.data(), bytes.data(), bytes.size());
+  buffer.commit(bytes.size());
+  beast::error_code ec;
+  parse_buffered(parser, buffer, ec);
+  BeastRequest reading;
+  reading.done = !ec && parser.is_done();
+  if (!reading.done) return reading;
+  reading.consumed = bytes.size() - buffer.size();
+  reading.message = parser.release();
+  return reading;
+}
+
+bool request_agrees_with_beast(const std::string& bytes, std::uint64_t limit = kLimit) {
+  http::request<http::string_body> simple;
+  const std::size_t size = read_simple_request(bytes, limit, simple);
+  if (size == 0) {
+    EXPECT_EQ(simple.begin(), simple.end()) << "declined, yet fields were written";
+    return false;
+  }
+  const std::string shown = testing::PrintToString(bytes);
+  const BeastRequest beast = request_with_beast(bytes, limit);
+  EXPECT_TRUE(beast.done) << "Beast refuses what the fast reader took: " << shown;
+  if (!beast.done) return true;
+  EXPECT_EQ(beast.consumed, size) << shown;
+  EXPECT_EQ(beast.message.method(), simple.method()) << shown;
+  EXPECT_EQ(beast.message.method_string(), simple.method_string()) << shown;
+  EXPECT_EQ(beast.message.target(), simple.target()) << shown;
+  EXPECT_EQ(beast.message.version(), simple.version()) << shown;
+  // The message's keep_alive(), which the server reads (HttpExchange), not the parser's: with two
+  // Connection fields Beast's message reads the first and its parser both.
+  EXPECT_EQ(beast.message.keep_alive(), simple.keep_alive()) << shown;
+  EXPECT_EQ(beast.message.body(), simple.body()) << shown;
+  auto b = beast.message.begin();
+  auto f = simple.begin();
+  for (; b != beast.message.end() && f != simple.end(); ++b, ++f) {
+    EXPECT_EQ(b->name(), f->name()) << shown;
+    EXPECT_EQ(b->name_string(), f->name_string()) << shown;
+    EXPECT_EQ(b->value(), f->value()) << shown;
+  }
+  EXPECT_TRUE(b == beast.message.end() && f == simple.end()) << "field counts differ: " << shown;
+  return true;
+}
+
+std::string chat_request(const std::string& body = kBody) {
+  return "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAuthorization: Bearer "
+         "sk-test\r\n"
+         "Content-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// What the OpenAI SDK for Node sends.
+std::string sdk_request() {
+  return "POST /v1/chat/completions?x=1 HTTP/1.1\r\naccept: application/json\r\n"
+         "content-type: application/json\r\nuser-agent: OpenAI/JS 4.67.3\r\n"
+         "x-stainless-lang: js\r\nx-stainless-package-version: 4.67.3\r\nx-stainless-os: Linux\r\n"
+         "x-stainless-arch: x64\r\nx-stainless-runtime: node\r\nx-stainless-retry-count: 0\r\n"
+         "authorization: Bearer sk-test\r\nX-Hengshi-Task-Type: faq\r\nCache-Control: no-store\r\n"
+         "content-length: " +
+         std::to_string(kBody.size()) + "\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n" +
+         kBody;
+}
+
+TEST(SimpleHttpHeadTest, ReadsAUsualRequestAsBeastDoes) {
+  for (const std::string& bytes :
+       {chat_request(), sdk_request(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"s,
+        "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"s}) {
+    ASSERT_TRUE(request_agrees_with_beast(bytes)) << bytes;
+  }
+  http::request<http::string_body> request;
+  ASSERT_EQ(read_simple_request(sdk_request() + "POST /next", kLimit, request),
+            sdk_request().size());
+  EXPECT_EQ(request.method(), http::verb::post);
+  EXPECT_EQ(request.target(), "/v1/chat/completions?x=1");
+  EXPECT_EQ(request[http::field::authorization], "Bearer sk-test");
+  EXPECT_EQ(request["X-HENGSHI-TASK-TYPE"], "faq");
+  EXPECT_EQ(request.body(), kBody);
+}
+
+TEST(SimpleHttpHeadTest, LeavesAnyOtherRequestToBeast) {
+  const std::vector<std::string> declined = {
+      "PUT /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+      "POST /v1/chat/completions HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}",
+      "POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+      "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 3\r\n\r\n{}",
+      "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2000001\r\n\r\n{}",
+      "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+      "POST /v1/chat/completions HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n",
+      "POST /v1/chat/completions HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
+      "POST  /v1 HTTP/1.1\r\n\r\n",
+      "POST /caf\xc3\xa9 HTTP/1.1\r\n\r\n",
+      "POST /v1 HTTP/1.1\r\nX-A:\tb\r\n\r\n",
+      "\r\nPOST /v1 HTTP/1.1\r\n\r\n",
+  };
+  for (const std::string& bytes : declined) {
+    http::request<http::string_body> request;
+    EXPECT_EQ(read_simple_request(bytes, 2'000'000, request), 0u) << testing::PrintToString(bytes);
+    EXPECT_EQ(request.begin(), request.end());
+  }
+  std::string many = "GET / HTTP/1.1\r\n";
+  for (std::size_t k = 0; k <= kSimpleHeadFields; ++k) many += "X-" + std::to_string(k) + ": v\r\n";
+  http::request<http::string_body> request;
+  EXPECT_EQ(read_simple_request(many + "\r\n", kLimit, request), 0u);
+}
+
+TEST(SimpleHttpHeadTest, AgreesWithBeastOnEveryOneByteChangeOfARequest) {
+  const std::string replacements = "\r\n \t:,0129aAzZ-_;\"?/\x7f\x80\xff"s + '\0';
+  for (const std::string& seed : {chat_request(), sdk_request()}) {
+    int accepted = 0;
+    int changed = 0;
+    for (std::size_t at = 0; at < seed.size(); ++at) {
+      for (char c : replacements) {
+        if (seed[at] == c) continue;
+        std::string bytes = seed;
+        bytes[at] = c;
+        ++changed;
+        accepted += request_agrees_with_beast(bytes) ? 1 : 0;
+        bytes.insert(at, 1, c);
+        accepted += request_agrees_with_beast(bytes) ? 1 : 0;
+      }
+      accepted += request_agrees_with_beast(seed.substr(0, at)) ? 1 : 0;
+      accepted += request_agrees_with_beast(seed.substr(0, at) + seed.substr(at + 1)) ? 1 : 0;
+      accepted += request_agrees_with_beast(seed, at) ? 1 : 0;
+    }
+    EXPECT_GT(accepted, changed / 4) << seed;
+  }
+}
+
 }  // namespace
 }  // namespace hengshi
