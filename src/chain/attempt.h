@@ -16,6 +16,7 @@
 #include "cloud/upstream_error.h"
 #include "core/api_error.h"
 #include "core/asio.h"
+#include "core/deadline.h"
 
 namespace hengshi::chain {
 
@@ -38,6 +39,9 @@ struct Answer {
   double cost = 0.0;                 // billed: this attempt (incl. a verification call)
   std::chrono::microseconds source_time{0};  // time inside the source (not gateway overhead)
   std::chrono::microseconds ttft{0};
+  // When the source's answer was complete, if it read the clock then (a cloud reply's end): the
+  // chain's own end of the attempt shares that reading. Unset: the chain reads the clock.
+  Clock::time_point finished_at{};
   // Numbers worth logging (token probs, verify). Null until a source sets one (`figures["x"] = …`
   // makes it an object): most answers have none, and an empty object is a map allocated per answer.
   nlohmann::json figures;

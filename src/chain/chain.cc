@@ -160,7 +160,10 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
                                 request, meta, attempted);
       }
       AttemptOutcome& outcome = *attempted;
-      const auto attempt_ended = Clock::now();
+      const auto attempt_ended =
+          outcome.result && outcome.result->finished_at != Clock::time_point{}
+              ? outcome.result->finished_at
+              : Clock::now();
       walk_broke = walk_broke || outcome.broke_midway;
       if (!outcome.result && outcome.result.error().kind == "circuit_open"sv) {
         // Every member's breaker is open: the pool refused without a call. Not an attempt; the
@@ -199,6 +202,7 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
         ChainMetrics::count_answer(to_string(step.level), to_string(*meta.answer_kind));
         maybe_fill(request, step, answer, outcome, meta);
         out.answer = std::move(answer);
+        out.answered_at = attempt_ended;
         out.streamed = outcome.committed;
         out.committed = outcome.committed;
         co_return;

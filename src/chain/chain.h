@@ -64,6 +64,7 @@ struct ChainResult {
   std::optional<AttemptError> error;  // else the final error (what the client gets)
   bool streamed = false;              // the answer's pieces went out through StreamOut
   bool committed = false;             // StreamOut was opened (headers sent)
+  Clock::time_point answered_at{};    // when a level's attempt gave the answer; unset otherwise
 };
 
 // The cache as a stage of the walk: a lookup before the plan's first step, a stale entry instead of

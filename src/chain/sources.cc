@@ -252,6 +252,7 @@ awaitable<std::optional<AttemptError>> CloudSource::answer_into(const SourceRequ
   answered(out, reply.model, reply.upstream, reply.usage, reply.latency);
   out.upstream_body = std::move(reply.body);
   out.ttft = reply.latency;
+  out.finished_at = reply.settled_at;
   co_return std::nullopt;
 }
 

@@ -140,10 +140,11 @@ class CloudPool::Attempt {
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
 
-  void succeeded() {
+  // `now`: when the call ended (a buffered reply's own reading), or the clock.
+  void succeeded(Clock::time_point now = Clock::now()) {
     CallReport report(CallOutcome::success);
     report.stream = stream_;
-    record(report, nullptr);
+    record(report, nullptr, now);
   }
   // Marks `error` when the call went to an open member (the chain then does not retry it).
   void failed(UpstreamError& error) {
@@ -162,14 +163,16 @@ class CloudPool::Attempt {
                     error.kind == UpstreamErrorKind::ttft_timeout;
     report.stream = stream_;
     report.broke_midway = stream_ && error.after_first_byte;
-    const WindowTotals peers = pool_.peers_of(member_, Clock::now());
-    record(report, pool_.members_.size() > 1 ? &peers : nullptr);
+    const Clock::time_point now = Clock::now();  // one reading for the peers and the record
+    const WindowTotals peers = pool_.peers_of(member_, now);
+    record(report, pool_.members_.size() > 1 ? &peers : nullptr, now);
   }
 
  private:
-  void record(const CallReport& report, const WindowTotals* peers) {
+  void record(const CallReport& report, const WindowTotals* peers,
+              Clock::time_point now = Clock::now()) {
     recorded_ = true;
-    pool_.breakers_[member_]->record(admission_, report, Clock::now(), peers);
+    pool_.breakers_[member_]->record(admission_, report, now, peers);
   }
 
   CloudPool& pool_;
@@ -287,7 +290,7 @@ awaitable<std::optional<UpstreamError>> CloudPool::complete_into(const ForwardBo
   if (failed) {
     attempt.failed(*failed);
   } else {
-    attempt.succeeded();
+    attempt.succeeded(reply.settled_at);
   }
   co_return failed;
 }

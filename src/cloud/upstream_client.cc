@@ -226,6 +226,7 @@ class UpstreamCall {
     // The clock as settle() read it when the exchange ended: one reading for the idle list, the
     // latency and its score.
     reply.latency = call.elapsed(call.settled_at_);
+    reply.settled_at = call.settled_at_;
     client.record_latency(reply.latency, call.settled_at_);
     client.metrics_.succeeded(reply.latency);
     co_return std::nullopt;

@@ -43,6 +43,7 @@ struct UpstreamReply {
   std::string model;     // model the member was asked for
   Usage usage;
   std::chrono::microseconds latency{0};
+  Clock::time_point settled_at{};  // when the exchange ended: a reading later steps can share
 };
 
 struct StreamSummary {

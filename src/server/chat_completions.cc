@@ -404,8 +404,13 @@ awaitable<void> ChatCompletions::reply(HttpExchange& exchange, ChatRequest& requ
   const std::string pool = answer.pool.empty() ? "canned" : answer.pool;
   ServerMetrics::count_tokens(pool == "canned"sv ? "edge" : pool, answer.usage.prompt,
                               answer.usage.completion, meta.cost.value_or(0.0));
-  // Overhead is measured just before serialising: everything but the source's own time.
-  meta.overhead_us = std::max<std::int64_t>(0, micros_since(exchange.received_at()) - answer.source_time.count());
+  // Overhead is everything but the source's own time, up to the answer (the chain's reading when
+  // a level answered) or to now, just before serialising.
+  const Clock::time_point answered_at =
+      result.answered_at != Clock::time_point{} ? result.answered_at : Clock::now();
+  meta.overhead_us = std::max<std::int64_t>(
+      0, duration_cast<microseconds>(answered_at - exchange.received_at()).count() -
+             answer.source_time.count());
   ServerMetrics::observe_overhead(static_cast<double>(meta.overhead_us) / 1e6);
   bool delivered = result.streamed ? co_await writer.finish_stream(meta, answer)
                                    : co_await writer.write_answer(meta, answer);
@@ -499,13 +504,16 @@ std::string ChatCompletions::task_label(const ChatRequest& request) const {
   return unknown ? "other" : request.hengshi.task_type;
 }
 
-void ChatCompletions::log_request(const HttpExchange& exchange, const ChatRequest& request,
+void ChatCompletions::log_request(HttpExchange& exchange, const ChatRequest& request,
                                   const ResponseMeta& meta, const std::string& outcome,
                                   const chain::TokenCounts& usage, std::int64_t ttft_us,
                                   const std::string* answer_text) {
-  charge_key(exchange, meta, usage);
-  const auto policy = router_.policy();
-  const std::int64_t total_us = micros_since(exchange.received_at());
+  // One reading of the end for the key's charge, the request's latency and the gateway's metric.
+  const Clock::time_point finished_at = Clock::now();
+  exchange.set_finished_at(finished_at);
+  charge_key(exchange, meta, usage, finished_at);
+  const std::int64_t total_us =
+      duration_cast<microseconds>(finished_at - exchange.received_at()).count();
   const RequestOutcome result =
       outcome_of(meta, exchange.status(), task_label(request), static_cast<double>(total_us) / 1e6,
                  request.stream && ttft_us > 0 ? std::optional<double>(static_cast<double>(ttft_us) / 1e6)
@@ -513,6 +521,7 @@ void ChatCompletions::log_request(const HttpExchange& exchange, const ChatReques
                  usage.prompt, usage.completion, counterfactual_prices_);
   OutcomeMetrics::record(result);
   if (!log_.enabled()) return;
+  const auto policy = router_.policy();
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   json record = meta.to_json();
   record["id"] = meta.request_id;
@@ -541,7 +550,7 @@ void ChatCompletions::log_request(const HttpExchange& exchange, const ChatReques
 }
 
 void ChatCompletions::charge_key(const HttpExchange& exchange, const ResponseMeta& meta,
-                                 const chain::TokenCounts& usage) {
+                                 const chain::TokenCounts& usage, Clock::time_point now) {
   const ClientKey* key = exchange.client_key().get();
   if (key == nullptr || key_limits_ == nullptr) return;
   const std::int64_t tokens = usage.prompt + usage.completion;
@@ -549,7 +558,7 @@ void ChatCompletions::charge_key(const HttpExchange& exchange, const ResponseMet
   if (fleet_limits_ != nullptr) {
     fleet_limits_->charge(*key, tokens, cost);
   } else {
-    key_limits_->charge(*key, tokens, cost, LimitClock::now());
+    key_limits_->charge(*key, tokens, cost, now);
   }
   AuthMetrics::charge(key->name, static_cast<long>(tokens), cost);
 }

@@ -60,13 +60,15 @@ class ChatCompletions {
   // The request's task type as a metric label: the policy's own names, "other" or "none".
   std::string task_label(const ChatRequest& request) const;
   // The one place every path ends: the request's metrics (RequestOutcome), its key's charge and
-  // its log line. `answer_text`: the answer, for the log's opt-in text (null: none or streamed).
-  void log_request(const HttpExchange& exchange, const ChatRequest& request, const ResponseMeta& meta,
-                   const std::string& outcome, const chain::TokenCounts& usage, std::int64_t ttft_us,
-                   const std::string* answer_text = nullptr);
+  // its log line, at one reading of the clock it leaves on the exchange (finished_at()).
+  // `answer_text`: the answer, for the log's opt-in text (null: none or streamed).
+  void log_request(HttpExchange& exchange, const ChatRequest& request, const ResponseMeta& meta,
+                   const std::string& outcome, const chain::TokenCounts& usage,
+                   std::int64_t ttft_us, const std::string* answer_text = nullptr);
   // Charges the request's key (if any) with its tokens and cost; called from log_request, the
-  // one place every path ends.
-  void charge_key(const HttpExchange& exchange, const ResponseMeta& meta, const chain::TokenCounts& usage);
+  // one place every path ends, at `now`.
+  void charge_key(const HttpExchange& exchange, const ResponseMeta& meta,
+                  const chain::TokenCounts& usage, Clock::time_point now);
 
   const Config& config_;
   std::map<std::string, cloud::CloudPool*> pools_;

@@ -91,7 +91,8 @@ GatewayHandler::KeyCheck GatewayHandler::check_key(HttpExchange& exchange, std::
     if (fleet_limits_) {
       check.ask_fleet = true;
     } else {
-      refuse_over_limit(check, limits_.admit(*check.key, LimitClock::now()),
+      // The request's arrival is the moment it asks: no clock reading of its own.
+      refuse_over_limit(check, limits_.admit(*check.key, exchange.received_at()),
                         exchange.request().version());
     }
   }
@@ -145,7 +146,9 @@ awaitable<void> GatewayHandler::handle(HttpExchange& exchange) {
   ServerMetrics::count_request(route, to_std(exchange.request().method_string()),
                                exchange.status());
   ServerMetrics::observe_latency(
-      route, std::chrono::duration<double>(Clock::now() - exchange.received_at()).count());
+      route, std::chrono::duration<double>(exchange.finished_at().value_or(Clock::now()) -
+                                           exchange.received_at())
+                 .count());
 }
 
 awaitable<void> GatewayHandler::dispatch(HttpExchange& exchange, std::string_view route) {

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -62,6 +63,9 @@ class HttpExchange {
 
   const Request& request() const { return request_; }
   Clock::time_point received_at() const { return received_at_; }
+  // When the handler logged the request as done, if it did: the end its metrics share.
+  std::optional<Clock::time_point> finished_at() const { return finished_at_; }
+  void set_finished_at(Clock::time_point at) { finished_at_ = at; }
   // Fired when the client disconnects, or stops reading, while the request is being handled —
   // a disconnect is noticed once the handler called watch_client().
   CancelToken& client_gone() { return client_gone_; }
@@ -145,6 +149,7 @@ class HttpExchange {
   LazyDeadline& deadline_;
   Request& request_;
   Clock::time_point received_at_;
+  std::optional<Clock::time_point> finished_at_;
   CancelToken client_gone_;
   Millis write_timeout_;
   bool response_started_ = false;
