@@ -19,4 +19,17 @@ std::string_view field_value(const Fields& fields, http::field name) {
   return {};
 }
 
+// Whether the message asks to keep the connection, as Beast's `message::keep_alive()` answers:
+// from its first Connection field's tokens ("close" ends an HTTP/1.1 connection, "keep-alive"
+// keeps an HTTP/1.0 one). Beast finds that field by a case-insensitive search of its name tree.
+template <typename Message>
+bool keep_alive_of(const Message& message) {
+  for (const auto& field : message) {
+    if (field.name() != http::field::connection) continue;
+    http::token_list tokens{field.value()};  // Beast 1.74: exists() is not const
+    return message.version() < 11 ? tokens.exists("keep-alive") : !tokens.exists("close");
+  }
+  return message.version() >= 11;
+}
+
 }  // namespace hengshi

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <string>
 
+#include "core/header_field.h"
 #include "core/json_text.h"
 #include "core/yield_turn.h"
 #include "server/sse.h"
@@ -77,7 +78,7 @@ bool HttpExchange::after_write(std::size_t sent, const beast::error_code& ec) {
 void HttpExchange::begin_response(int status) {
   response_started_ = true;
   status_ = status;
-  keep_alive_ = keep_alive_ && request_.keep_alive();
+  keep_alive_ = keep_alive_ && keep_alive_of(request_);  // not Beast's search of its name tree
 }
 
 awaitable<bool> HttpExchange::write_whole(std::string head, std::string body) {

@@ -44,5 +44,28 @@ TEST(HeaderFieldTest, AFieldSetInCodeIsFoundToo) {
   EXPECT_EQ(field_value(request, http::field::cache_control), "no-store");
 }
 
+TEST(HeaderFieldTest, KeepAliveIsWhatBeastsMessageSays) {
+  int checked = 0;
+  for (const char* version : {"1.0", "1.1"}) {
+    for (const std::string fields :
+         {"", "Connection: close\r\n", "Connection: keep-alive\r\n", "CONNECTION: Keep-Alive\r\n",
+          "Connection: upgrade, Close\r\n", "Connection: foo\r\n", "Connection:\r\n",
+          "Connection: keep-alive\r\nConnection: close\r\n",
+          "Connection: close\r\nConnection: keep-alive\r\n", "X-Connection: close\r\n",
+          "Connection: closed\r\n"}) {
+      const auto request = parsed_request("GET / HTTP/" + std::string(version) + "\r\nHost: h\r\n" +
+                                          fields + "\r\n");
+      EXPECT_EQ(keep_alive_of(request), request.keep_alive()) << version << " " << fields;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 22);
+  http::request<http::string_body> made{http::verb::get, "/", 11};
+  EXPECT_TRUE(keep_alive_of(made));
+  made.keep_alive(false);
+  EXPECT_EQ(keep_alive_of(made), made.keep_alive());
+  EXPECT_FALSE(keep_alive_of(made));
+}
+
 }  // namespace
 }  // namespace hengshi
