@@ -652,10 +652,7 @@ class UpstreamCall {
     // The usual reply, a 2xx whose plain head and whole body came in, is read without Beast's
     // parser (core/simple_http_head.h); anything else goes to Beast, which accepts or refuses it.
     if (!ec) {
-      const auto buffered = connection.buffer.data();
-      if (auto simple = read_simple_reply(
-              std::string_view(static_cast<const char*>(buffered.data()), buffered.size()),
-              max_response_bytes())) {
+      if (auto simple = read_simple_reply(buffered_text(connection.buffer), max_response_bytes())) {
         std::string body;
         body.reserve(simple->body.size() + kJsonPadding);  // simdjson reads it in place
         body.assign(simple->body);

@@ -10,6 +10,12 @@
 
 namespace hengshi {
 
+// The bytes `buffer` holds, as text (for the fast head readers, core/simple_http_head.h).
+inline std::string_view buffered_text(const beast::flat_buffer& buffer) {
+  const auto bytes = buffer.data();
+  return {static_cast<const char*>(bytes.data()), bytes.size()};
+}
+
 // Feeds what `buffer` holds to `parser`, the header and then the body, and consumes it. On return
 // the parser is done, or wants more bytes (ec clear), or the bytes are malformed or over a limit
 // (ec set: Beast's parse errors, e.g. http::error::body_limit). Not in Beast's eager mode: Beast

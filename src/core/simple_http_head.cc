@@ -37,11 +37,12 @@ const char* skip_text(const char* p, const char* end, bool spaces) {
   return p;
 }
 
-// `token` (token characters) equals the lower-case `name`, ignoring ASCII case.
-bool names_equal(std::string_view token, std::string_view name) {
-  if (token.size() != name.size()) return false;
-  for (std::size_t k = 0; k < token.size(); ++k) {
-    char c = token[k];
+// `text` equals the lower-case `name`, ignoring ASCII case. By hand, not beast::iequals: that is
+// an out-of-line call per compare, about 450 instructions a proxied request more (callgrind).
+bool names_equal(std::string_view text, std::string_view name) {
+  if (text.size() != name.size()) return false;
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    char c = text[k];
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     if (c != name[k]) return false;
   }

@@ -317,10 +317,8 @@ awaitable<void> HttpServer::serve_requests(std::shared_ptr<Connection> owner) {
     // whose body came with it, is read without Beast's parser (core/simple_http_head.h); Beast
     // reads anything else, as it comes.
     Request request;
-    const auto buffered = buffer.data();
     const std::size_t simple_size = read_simple_request(
-        std::string_view(static_cast<const char*>(buffered.data()), buffered.size()),
-        static_cast<std::uint64_t>(config_.max_body_bytes), request);
+        buffered_text(buffer), static_cast<std::uint64_t>(config_.max_body_bytes), request);
     std::optional<http::request_parser<http::string_body>> parser;
     if (simple_size > 0) {
       buffer.consume(simple_size);
