@@ -25,7 +25,9 @@ struct SourceRequest {
   const ChatRequest* request = nullptr;
   const edge::IntentPrediction* prediction = nullptr;  // the intent engine's, when it ran
   Deadline deadline;                   // this attempt's (the level's share of the budget)
-  CancelToken cancel;                  // the attempt's: the client leaving or the TTFT limit
+  // The attempt's: the client leaving, or a stream's TTFT limit. The chain sets it for each
+  // attempt; until then it is unlinked (no state allocated for a token that is replaced).
+  CancelToken cancel = CancelToken::unlinked();
   bool degraded = false;               // L1: context 70%, few-shot off, output halved
   std::vector<std::string> avoid;      // pool members that failed this request already
   // Streams: a source that picks among answerers (a pool) calls this once it has picked, before

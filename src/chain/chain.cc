@@ -144,12 +144,9 @@ awaitable<void> Chain::execute(const Plan& plan, const Budget& budget, const Cha
       std::optional<AttemptOutcome> attempted;
       if (request.stream == nullptr || !source->streams()) {
         // A buffered attempt, here rather than in a coroutine of its own (a frame and a pass
-        // through Asio's machinery per request). Its own token, which the client leaving
-        // cancels; a plain pointer in the callback (no allocation), the registration ending first.
-        CancelToken token;
-        source_request.cancel = token;
-        CancelToken client_gone = request.client_gone;  // a handle on the same shared state
-        auto client_registration = client_gone.on_cancel([attempt = &token] { attempt->cancel(); });
+        // through Asio's machinery per request). Only the client leaving cancels it, so it waits
+        // on the client's token itself: a token of its own cost an allocation and a registration.
+        source_request.cancel = request.client_gone;
         // The source builds its answer in the outcome's own slot.
         attempted.emplace(std::in_place_type<Answer>, false);
         if (auto failed = co_await source->answer_into(source_request, *attempted->result)) {

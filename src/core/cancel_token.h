@@ -18,11 +18,17 @@ class CancelToken {
  public:
   using Callback = std::function<void()>;
 
+  CancelToken() = default;  // a fresh token, with its own state
+
   bool cancelled() const { return state_ && state_->cancelled; }
 
   // Lets go of the shared state: this handle no longer refers to any request (it never reads as
   // cancelled, and cancel() does nothing). Clearing by assigning a fresh token would allocate.
   void reset() { state_.reset(); }
+
+  // A token that is never cancelled, made without shared state: for a slot that is assigned
+  // before it is used (a default token allocates its state).
+  static CancelToken unlinked() { return CancelToken(Unlinked{}); }
 
   // Fires every registered callback once; later registrations fire immediately.
   void cancel() {
@@ -78,6 +84,9 @@ class CancelToken {
   };
 
  private:
+  struct Unlinked {};
+  explicit CancelToken(Unlinked) : state_() {}
+
   std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 

@@ -111,6 +111,12 @@ TEST_F(GatewayBadInputTest, ClientThatDisconnectsWhileWaitingCancelsTheUpstreamC
     return admin_get("/metrics").body.find("hengshi_client_disconnects_total{phase=\"waiting_upstream\"} 1") !=
            std::string::npos;
   }));
+  // Ended by the cancel, not by its time limit (which would also close the upstream connection).
+  const std::string cancelled =
+      "hengshi_chain_attempts_total{source=\"cloud-small\",outcome=\"cancelled\"} 1";
+  EXPECT_TRUE(wait_until([&] {
+    return admin_get("/metrics").body.find(cancelled) != std::string::npos;
+  })) << admin_get("/metrics").body;
   expect_gateway_alive();
 }
 
