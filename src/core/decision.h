@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
 
 namespace hengshi {
@@ -81,7 +82,9 @@ struct PlanStep {
 };
 
 struct Plan {
-  std::vector<PlanStep> steps;  // empty: nothing answers (a typed refusal, e.g. deadline_exceeded)
+  // Empty: nothing answers (a typed refusal, e.g. deadline_exceeded). Inline room for the longest
+  // plan the router makes (five levels and a verify step), so a request does not grow a vector.
+  boost::container::small_vector<PlanStep, 6> steps;
   bool pinned = false;          // the caller named the model: no other pool stands in for it
   bool includes_cloud() const;
 };

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/decision.h"
@@ -29,7 +30,9 @@ struct HopRecord {
   Source source = Source::edge_intent;
   std::string outcome;  // ok | the last attempt's error kind | skipped: <why>
   std::int64_t ms = 0;
-  std::vector<AttemptRecord> attempts;
+  // Inline room for the usual one attempt, and below for the usual hops: a request pushed each
+  // into a vector of its own (an allocation apiece).
+  boost::container::small_vector<AttemptRecord, 1> attempts;
 };
 
 struct ResponseMeta {
@@ -45,7 +48,7 @@ struct ResponseMeta {
   std::string cache_entry;                 // a cache hit's entry id (hex)
   int attempts = 0;              // upstream/edge attempts made, over every level
   bool offline = false;          // answered in offline mode (edge only)
-  std::vector<HopRecord> hops;   // the levels walked, in order
+  boost::container::small_vector<HopRecord, 2> hops;  // the levels walked, in order
   std::int64_t overhead_us = 0;  // time spent in the gateway itself, upstream time excluded
   std::string model;             // model that produced the answer
   // The edge LLM that answered: "<base file>" or "<base file>+<adapter>@<adapter version>".

@@ -123,9 +123,9 @@ class ChainTest : public ::testing::Test {
     return result;
   }
 
-  static Plan plan_of(std::vector<PlanStep> steps) {
+  static Plan plan_of(std::initializer_list<PlanStep> steps) {
     Plan plan;
-    plan.steps = std::move(steps);
+    plan.steps.assign(steps.begin(), steps.end());
     return plan;
   }
 
