@@ -337,6 +337,10 @@ int run_serve(const ServeOptions& options) {
     http_server.drain([&](bool clean) {
       spdlog::info(clean ? "drained; exiting" : "drain timeout passed; cancelling the requests still in flight");
       http_server.close_all();
+      // Pooled upstream connections: one may hold a pending wait on its call timer.
+      for (const auto& pool : pools) {
+        for (const auto& member : pool->members()) member->close_idle();
+      }
       watchdog.arm(std::chrono::seconds(5), [&] { (*request_log)->flush(); });
     });
   });

@@ -955,6 +955,13 @@ std::size_t UpstreamClient::idle_connections() {
   return idle_.size();
 }
 
+void UpstreamClient::close_idle() {
+  std::vector<std::unique_ptr<Connection>> closing;  // closed after the lock is released
+  std::lock_guard lock(idle_mutex_);
+  idle_closed_ = true;
+  closing.swap(idle_);
+}
+
 std::unique_ptr<UpstreamClient::Connection> UpstreamClient::take_idle() {
   std::lock_guard lock(idle_mutex_);
   if (idle_.empty()) return nullptr;
@@ -969,7 +976,8 @@ void UpstreamClient::release(std::unique_ptr<Connection> connection,
   connection->reused = false;
   connection->idle_since = now;
   std::lock_guard lock(idle_mutex_);
-  if (idle_.size() < static_cast<std::size_t>(std::max(1, config_.max_concurrent))) {
+  if (!idle_closed_ &&
+      idle_.size() < static_cast<std::size_t>(std::max(1, config_.max_concurrent))) {
     idle_.push_back(std::move(connection));
     return;
   }

@@ -125,6 +125,10 @@ class UpstreamClient {
 
   // Idle keep-alive connections (for tests and /admin/stats).
   std::size_t idle_connections();
+  // Shutdown, once no request is in flight: closes the idle connections, and any released later
+  // (no connection is pooled after this). An idle connection may hold a pending wait on its call
+  // timer (reuse_call_timers), which would keep the io_context from running out of work.
+  void close_idle();
 
   // Only when every call on this client runs on one thread (a gateway with one I/O thread): a
   // call's time limit then lives on its connection and is moved, not made, by the next call on
@@ -160,6 +164,7 @@ class UpstreamClient {
 
   std::mutex idle_mutex_;
   std::vector<std::unique_ptr<Connection>> idle_;
+  bool idle_closed_ = false;  // close_idle() ran: released connections are closed, not pooled
   std::atomic<int> outstanding_{0};
   bool reuse_call_timers_ = false;
   std::atomic<double> latency_ewma_us_{0.0};

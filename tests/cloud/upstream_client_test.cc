@@ -280,6 +280,21 @@ TEST_F(UpstreamClientTest, KeepAliveReusesOneConnection) {
   EXPECT_EQ(c->idle_connections(), 1u);
 }
 
+// Shutdown: the idle connections close, and a call still finishing after that does not pool its
+// connection again (an idle one may hold a pending wait on its call timer).
+TEST_F(UpstreamClientTest, AfterCloseIdleNoConnectionIsPooled) {
+  FakeUpstream fake;
+  auto c = client(member(fake.base_url(), "close-idle"));
+  ASSERT_TRUE(run([&] { return complete(*c); }).ok());
+  ASSERT_EQ(c->idle_connections(), 1u);
+  c->close_idle();
+  EXPECT_EQ(c->idle_connections(), 0u);
+  auto result = run([&] { return complete(*c); });
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(fake.accepted(), 2) << "the closed connection is not reused";
+  EXPECT_EQ(c->idle_connections(), 0u);
+}
+
 // A reply that arrives in pieces is read whole, wherever it is cut: the first read's bytes are
 // parsed at once, and the rest (header or body) is read as it comes. The connection stays reusable.
 TEST_F(UpstreamClientTest, AReplyArrivingInPiecesIsReadWholeWhereverItIsCut) {

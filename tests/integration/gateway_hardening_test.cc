@@ -369,6 +369,32 @@ TEST_F(GatewayHardeningTest, SigtermWithStreamsInFlightExitsCleanly) {
   for (auto& stream : streams) EXPECT_TRUE(stream->closed_by_peer(5s));
 }
 
+// With one I/O thread a pooled upstream connection keeps its timer while idle
+// (UpstreamClient::reuse_call_timers): a wake-up that came during a long call (the connect limit,
+// 1 s) sleeps again until that call's later limit (60 s), and is still pending once the
+// connection is idle. Shutdown closes the idle connections, so that wait does not keep the
+// process up until the shutdown watchdog ends it with status 1.
+TEST_F(GatewayHardeningTest, SigtermAfterALongCallOnOneThreadExitsCleanly) {
+  GatewayOptions options;
+  options.threads = 1;
+  options.small_ttft_timeout_ms = 60000;
+  options.small_total_timeout_ms = 60000;
+  start(options);
+  // A 1.5 s answer: longer than the connect limit armed first on the new connection.
+  ASSERT_EQ(
+      http_call(
+          small_->host(), small_->port(),
+          {"POST", "/admin/profile", R"({"latency_ms": {"p50": 1500}})", "application/json", {}})
+          .status,
+      200);
+  ASSERT_EQ(chat(user_message("cloud-small", "a long answer")).status, 200);
+  ASSERT_EQ(sim_stats(*small_)["in_flight"], 0);
+  gateway_->signal(SIGTERM);
+  auto exit_code = gateway_->wait(30s);
+  ASSERT_TRUE(exit_code.has_value()) << "gateway did not exit\n" << gateway_->output();
+  EXPECT_EQ(*exit_code, 0) << gateway_->output();
+}
+
 }  // namespace
 }  // namespace hengshi::testing
 
