@@ -83,7 +83,8 @@ struct PlanStep {
 
 struct Plan {
   // Empty: nothing answers (a typed refusal, e.g. deadline_exceeded). Inline room for the longest
-  // plan the router makes (five levels and a verify step), so a request does not grow a vector.
+  // plan make_plan() builds (the intent engine, the edge LLM at L0 and L1, both pools, a last
+  // resort), so a request does not grow a vector.
   boost::container::small_vector<PlanStep, 6> steps;
   bool pinned = false;          // the caller named the model: no other pool stands in for it
   bool includes_cloud() const;
