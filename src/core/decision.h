@@ -12,7 +12,6 @@
 #include <ostream>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
